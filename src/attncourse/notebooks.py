@@ -1,0 +1,60 @@
+"""Keeping notebooks clean: no outputs, minimal metadata, title slides from `course.toml`."""
+import json
+from pathlib import Path
+
+import nbformat
+
+from .config import title_slide
+
+KEEP_NB_METADATA = ("kernelspec", "language_info", "celltoolbar", "rise")
+KEEP_CELL_METADATA = ("slideshow", "nbgrader", "tags")
+TITLE_TAG = "course-title"
+RISE = {"autolaunch": False, "scroll": True, "theme": "simple", "transition": "none",
+        "enable_chalkboard": False, "width": "100%", "height": "100%"}
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def clean(nb):
+    """Strip outputs, execution counts and metadata the course does not use. Returns `nb`."""
+    nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_NB_METADATA}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    for cell in nb.cells:
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in KEEP_CELL_METADATA}
+        cell.pop("attachments", None) if not cell.get("attachments") else None
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return nb
+
+
+def stamp_title(nb):
+    """Rewrite the cell tagged `course-title` from its <h1> text and `course.toml`."""
+    for cell in nb.cells:
+        if TITLE_TAG in cell.metadata.get("tags", []):
+            src = cell.source
+            title = src.split("<h1>", 1)[1].split("</h1>", 1)[0] if "<h1>" in src else src.strip("# \n")
+            cell.source = title_slide(title)
+    return nb
+
+
+def dumps(nb):
+    return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def tidy(path, write=True):
+    """Clean and stamp one notebook file; return True if it changed."""
+    path = Path(path)
+    before = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(before, as_version=4)
+    after = dumps(stamp_title(clean(nb)))
+    if write and after != before:
+        path.write_text(after, encoding="utf-8")
+    return after != before
+
+
+def course_notebooks(root):
+    """Every notebook the course commits: decks, sources, releases."""
+    root = Path(root)
+    return sorted(p for folder in ("notebooks", "source", "release")
+                  for p in (root / folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)

@@ -1,0 +1,47 @@
+"""Figures in the course's style: attention heatmaps and Chinese labels."""
+import matplotlib
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+
+from .fonts import setup_cjk_font
+
+CMAP = "Reds"
+
+
+def use_course_style():
+    """Seaborn theme, CJK font, and deterministic SVG output (glyphs as paths, no date)."""
+    sns.set_theme(style="white", context="notebook")
+    setup_cjk_font()  # after set_theme, which resets the font list
+    matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "attncourse",
+                                "figure.dpi": 100, "savefig.bbox": "tight"})
+
+
+def show_heatmaps(matrices, xlabel="键", ylabel="查询", titles=None, figsize=(3.0, 3.0),
+                  cmap=CMAP, annot=False, vmin=0.0, vmax=None):
+    """Attention weights as a grid of heatmaps.
+
+    `matrices` has shape (rows, cols, queries, keys), as in `d2l.show_heatmaps`; `titles` names each
+    column. Returns the matplotlib figure.
+    """
+    use_course_style()
+    matrices = torch.as_tensor(matrices).detach().float().cpu()
+    if matrices.dim() != 4:
+        raise ValueError(f"matrices 应为 4 维 (行, 列, 查询, 键)，实际形状为 {tuple(matrices.shape)}")
+    rows, cols = matrices.shape[:2]
+    vmax = float(matrices.max()) if vmax is None else vmax
+    fig, axes = plt.subplots(rows, cols, figsize=(figsize[0] * cols, figsize[1] * rows),
+                             sharex=True, sharey=True, squeeze=False)
+    for i in range(rows):
+        for j in range(cols):
+            ax = axes[i, j]
+            sns.heatmap(matrices[i, j].numpy(), ax=ax, cmap=cmap, vmin=vmin, vmax=vmax, annot=annot,
+                        fmt=".2f", cbar=(j == cols - 1), square=False, linewidths=0.3, linecolor="white")
+            if i == rows - 1:
+                ax.set_xlabel(xlabel)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if titles and i == 0:
+                ax.set_title(titles[j])
+    fig.tight_layout()
+    return fig
