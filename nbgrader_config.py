@@ -1,0 +1,34 @@
+# nbgrader configuration of the attention course. Every path is relative to the course root:
+# run nbgrader (or `course`) from this folder.
+c = get_config()  # noqa: F821
+
+c.CourseDirectory.course_id = "attention"
+c.CourseDirectory.root = "."
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.submitted_directory = "submitted"
+c.CourseDirectory.autograded_directory = "autograded"
+c.CourseDirectory.feedback_directory = "feedback"
+c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".DS_Store"]
+
+# What students see where a solution was removed; the stub still raises NotImplementedError.
+c.ClearSolutions.code_stub = {"python": "# 请在此处编写你的代码\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "请在此处写下你的回答。"
+
+# Every exercise cell runs in well under a second on a laptop CPU; 30 s leaves room for a slow
+# machine and stops an endless loop. A kernel that ignores the interrupt is killed 10 s later.
+c.Execute.timeout = 30
+c.Execute.interrupt_on_timeout = True
+c.Execute.execute_retries = 0
+
+# A correct answer that makes torch print a warning on stderr keeps its points.
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"\b\w*Warning\b"
+
+# Deleting a test cell does not dodge it: the grader puts it back.
+c.OverwriteCells.add_missing_cells = True
+
+# A runaway print cannot flood the autograded notebook or the feedback.
+c.LimitOutput.max_lines = 200
+c.LimitOutput.max_traceback = 50

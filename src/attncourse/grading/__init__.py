@@ -1,0 +1,1 @@
+"""The instructor's grading pipeline, built on nbgrader's own API."""

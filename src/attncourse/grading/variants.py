@@ -1,0 +1,59 @@
+"""Submissions made from the source notebook: the lecturer's code and catalogued buggy variants.
+
+A unit's catalog lives in `catalog/<assignment>.py` and defines:
+- `NOTEBOOK`: the notebook name in `source/<assignment>/` (without `.ipynb`);
+- `LECTURER`: {solution grade_id: code} — the lecturer's own d2l-style code, which must earn full marks;
+- `VARIANTS`: a list of dicts, each with `id`, `mistake` (what the student got wrong), `caught_by`
+  (the exact set of test-cell grade_ids that must lose points), and the change itself:
+  `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
+  and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
+  that only shows on a GPU.
+"""
+import copy
+import importlib.util
+from pathlib import Path
+
+import nbformat
+
+
+def load_catalog(root, assignment):
+    path = Path(root) / "catalog" / f"{assignment}.py"
+    spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cells_by_id(nb):
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id")}
+
+
+def test_cell_ids(nb):
+    """grade_ids of autograded test cells, in notebook order."""
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+
+
+def with_code(nb, cells=None, edits=None):
+    """A copy of `nb` with solution cells replaced (`cells`) or edited (`edits`)."""
+    nb = copy.deepcopy(nb)
+    by_id = cells_by_id(nb)
+    for grade_id, code in (cells or {}).items():
+        by_id[grade_id].source = code
+    for grade_id, pairs in (edits or {}).items():
+        cell = by_id[grade_id]
+        for old, new in pairs:
+            count = cell.source.count(old)
+            if count != 1:
+                raise ValueError(f"edit {old!r} occurs {count} times in cell {grade_id!r}, expected once")
+            cell.source = cell.source.replace(old, new)
+    return nb
+
+
+def variant_notebook(source_nb, variant):
+    return with_code(source_nb, variant.get("cells"), variant.get("edits"))
+
+
+def source_notebook(root, assignment, catalog):
+    return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
