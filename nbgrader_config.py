@@ -32,3 +32,10 @@ c.OverwriteCells.add_missing_cells = True
 # A runaway print cannot flood the autograded notebook or the feedback.
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 50
+
+# Feedback shows each test's docstring and a Chinese verdict, never the (hidden) test code.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "attncourse.grading.feedback.HideTestSource",
+]

@@ -21,7 +21,28 @@ def cmd_figures(args):
     return 0
 
 
+def cmd_build(args):
+    import os
+    import warnings
+    from sqlalchemy.exc import SAWarning
+    # nbgrader's own ORM chatter and nbformat's id notice say nothing to an instructor.
+    warnings.filterwarnings("ignore", category=SAWarning)
+    warnings.filterwarnings("ignore", message="Cell is missing an id field")
+    from .grading.pipeline import ToolchainError, build
+    from .grading.release import LeakError
+    try:
+        build(args.root, args.class_dir, args.jobs or os.cpu_count() or 1, with_slides=not args.no_slides)
+    except (ToolchainError, LeakError, FileNotFoundError) as exc:
+        print(f"\n✘ {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None):
+    # nbgrader runs `alembic` (and kernels run `python`) from PATH: use this environment's, even when
+    # `course` is called as .venv/bin/course without activating the environment.
+    import os
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     parser = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具")
     parser.add_argument("--root", type=Path, default=None, help="课程根目录（默认：向上查找 course.toml）")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -30,6 +51,12 @@ def main(argv=None):
     p.set_defaults(func=cmd_tidy)
     p = sub.add_parser("figures", help="重新生成 img/ 中的图")
     p.set_defaults(func=cmd_figures)
+    p = sub.add_parser("build", help="主任务：生成学生版、运行讲义并生成离线幻灯片、评分、反馈、成绩与报告")
+    p.add_argument("--class", dest="class_dir", type=Path, default=None,
+                   help="提交目录，结构为 <学生>/<作业>/*.ipynb（如 submitted）；默认评分演示班级")
+    p.add_argument("--jobs", type=int, default=None, help="同时评分的学生数（默认：CPU 核数）")
+    p.add_argument("--no-slides", action="store_true", help="跳过讲义执行与幻灯片")
+    p.set_defaults(func=cmd_build)
     args = parser.parse_args(argv)
     args.root = Path(args.root or find_root()).resolve()
     return args.func(args)

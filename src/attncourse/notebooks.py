@@ -54,7 +54,7 @@ def tidy(path, write=True):
 
 
 def course_notebooks(root):
-    """Every notebook the course commits: decks, sources, releases."""
+    """Notebooks the course authors: decks and assignment sources (release/ is nbgrader's output)."""
     root = Path(root)
-    return sorted(p for folder in ("notebooks", "source", "release")
+    return sorted(p for folder in ("notebooks", "source")
                   for p in (root / folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)

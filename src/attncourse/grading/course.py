@@ -1,0 +1,56 @@
+"""The course folder as nbgrader sees it: configuration, assignments, submissions."""
+import os
+from pathlib import Path
+
+from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config.loader import PyFileConfigLoader
+
+from .execution import CourseExecute
+
+
+def nbgrader_config(root, submitted=None, fast=True):
+    """nbgrader's config from `nbgrader_config.py`, anchored at `root`.
+
+    `submitted` points nbgrader at another folder of submissions (same layout as `submitted/`).
+    `fast` swaps in the execute step that lets several students run at once.
+    """
+    root = Path(root).resolve()
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    cfg.CourseDirectory.root = str(root)
+    cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    if submitted is not None:
+        cfg.CourseDirectory.submitted_directory = str(Path(submitted).resolve())
+    if fast:
+        steps = Autograde.class_traits()["autograde_preprocessors"].default()
+        cfg.Autograde.autograde_preprocessors = [CourseExecute if s.__name__ == "Execute" else s for s in steps]
+    return cfg
+
+
+def coursedir(cfg, assignment_id="", student_id="*"):
+    cd = CourseDirectory(config=cfg)
+    cd.assignment_id = assignment_id
+    cd.student_id = student_id
+    return cd
+
+
+def assignments(root):
+    """Assignment ids: the folders of `source/` that hold a notebook."""
+    source = Path(root) / "source"
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def submissions(submitted_dir, assignment_ids):
+    """[(assignment, student)] found in a folder laid out as `<student>/<assignment>/`."""
+    found = []
+    for student in sorted(p for p in Path(submitted_dir).iterdir() if p.is_dir()):
+        for aid in assignment_ids:
+            if (student / aid).is_dir():
+                found.append((aid, student.name))
+    return found
+
+
+def kernel_env(jobs):
+    """Environment for grading kernels: nbgrader's flag, and no thread oversubscription."""
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    return {"NBGRADER_EXECUTION": "autograde", "OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"}

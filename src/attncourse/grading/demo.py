@@ -1,0 +1,109 @@
+"""The demo class: synthetic students that exercise every path of the grading pipeline.
+
+Built from `source/` and `release/` and the unit's catalog at grading time, so it always matches
+the current assignments. Files are rewritten only when their content changes, so re-running the
+pipeline keeps earlier grades (nbgrader skips unchanged submissions).
+"""
+import copy
+from pathlib import Path
+
+import nbformat
+
+from ..notebooks import dumps
+from .variants import cells_by_id, load_catalog, variant_notebook
+
+TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
+CRASH = "import os\nos._exit(1)  # 演示：内核崩溃\n"
+LOOP = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # 演示：忽略 Ctrl-C 的死循环\n"
+        "while True:\n    pass\n")
+# (student id, what the student did)
+STUDENTS = [
+    ("demo_full", "满分：参考答案"),
+    ("demo_lecturer", "讲师本人的 d2l 风格代码"),
+    ("demo_partial", "部分错误：目录中的前两个错误"),
+    ("demo_untouched", "未作答：原样提交学生版"),
+    ("demo_deleted_test", "满分答案，但删掉了一个测试单元格"),
+    ("demo_crash", "提交的代码调用 os._exit，内核崩溃"),
+    ("demo_loop", "忽略 Ctrl-C 的死循环"),
+    ("demo_corrupt", "损坏的 .ipynb 文件"),
+]
+
+
+def answered(release_nb, source_nb, replace_cells=None, edits=None):
+    """The student version with every solution cell filled in from `source_nb` (then changed)."""
+    nb = copy.deepcopy(release_nb)
+    filled = variant_notebook(source_nb, {"cells": replace_cells, "edits": edits})
+    answers = cells_by_id(filled)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id") in answers:
+            cell.source = answers[meta["grade_id"]].source.replace("### BEGIN SOLUTION\n", "").replace(
+                "### END SOLUTION\n", "").replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
+    return nb
+
+
+def _two_bugs_in_different_cells(variants):
+    chosen, used = [], set()
+    for v in variants:
+        cells = set(v.get("cells", {})) | set(v.get("edits", {}))
+        if not v.get("needs_cuda") and not cells & used:
+            chosen.append(v)
+            used |= cells
+        if len(chosen) == 2:
+            break
+    return chosen
+
+
+def _first_solution_cell(nb):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+
+
+def demo_notebooks(root, assignment):
+    """{student: notebook text} for one assignment."""
+    root = Path(root)
+    catalog = load_catalog(root, assignment)
+    name = f"{catalog.NOTEBOOK}.ipynb"
+    source = nbformat.read(root / "source" / assignment / name, as_version=4)
+    release = nbformat.read(root / "release" / assignment / name, as_version=4)
+    full = answered(release, source)
+    partial_cells, partial_edits = {}, {}
+    for bug in _two_bugs_in_different_cells(catalog.VARIANTS):
+        partial_cells.update(bug.get("cells", {}))
+        for gid, pairs in bug.get("edits", {}).items():
+            partial_edits.setdefault(gid, []).extend(pairs)
+    crash, loop, deleted = (copy.deepcopy(full) for _ in range(3))
+    _first_solution_cell(crash).source = CRASH + _first_solution_cell(crash).source
+    _first_solution_cell(loop).source = LOOP + _first_solution_cell(loop).source
+    tests = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade")
+             and not c.metadata["nbgrader"].get("solution")]
+    deleted.cells.remove(tests[-1])
+    notebooks = {
+        "demo_full": full,
+        "demo_lecturer": answered(release, source, replace_cells=catalog.LECTURER),
+        "demo_partial": answered(release, source, partial_cells, partial_edits),
+        "demo_untouched": release,
+        "demo_deleted_test": deleted,
+        "demo_crash": crash,
+        "demo_loop": loop,
+    }
+    texts = {student: dumps(nb) for student, nb in notebooks.items()}
+    texts["demo_corrupt"] = dumps(full)[: len(dumps(full)) // 2]  # cut off mid-file
+    return name, texts
+
+
+def write_demo_class(root, out_dir, assignment_ids):
+    """Write `<out_dir>/<student>/<assignment>/` for every demo student; returns out_dir."""
+    out_dir = Path(out_dir)
+    for aid in assignment_ids:
+        name, texts = demo_notebooks(root, aid)
+        for student, text in texts.items():
+            folder = out_dir / student / aid
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_if_changed(folder / name, text)
+            _write_if_changed(folder / "timestamp.txt", TIMESTAMP)
+    return out_dir
+
+
+def _write_if_changed(path, text):
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")

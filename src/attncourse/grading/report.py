@@ -1,0 +1,95 @@
+"""The class report: grades CSV, score histograms, pass rate per test cell, failed submissions."""
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..plotting import use_course_style  # noqa: E402
+
+STATUS_ZH = {"graded": "已评分", "kept": "已评分（沿用）", "failed": "评分失败", "error": "工具出错"}
+
+
+def write_grades_csv(outcomes, path):
+    """One row per submission. A failed submission has no score, only its reason: never a silent 0."""
+    with open(path, "w", newline="", encoding="utf-8-sig") as f:  # BOM: Excel opens Chinese correctly
+        w = csv.writer(f)
+        w.writerow(["assignment", "student", "status", "score", "max_score", "reason"])
+        for o in outcomes:
+            ok = o.status in ("graded", "kept")
+            w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
+                        f"{o.max_score:g}" if ok else "", o.reason])
+
+
+def _histogram(scores, maximum, title, path):
+    use_course_style()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    bins = max(5, min(20, int(maximum) + 1))
+    ax.hist(scores, bins=bins, range=(0, maximum), color="#c0392b", edgecolor="white")
+    ax.set(xlabel="得分", ylabel="人数", title=title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _pass_rates(rates, title, path):
+    use_course_style()
+    names = list(rates)
+    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(names) + 1.2))
+    ax.barh(names, [rates[n] * 100 for n in names], color="#2c7fb8")
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 100), xlabel="满分通过率（%）", title=title)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(outcomes, out_dir, test_cells):
+    """`report.md` with PNG plots in `out_dir`; `test_cells` maps assignment -> test grade_ids."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_assignment = defaultdict(list)
+    for o in outcomes:
+        by_assignment[o.assignment].append(o)
+    lines = ["# 班级评分报告", "", "| 作业 | 提交数 | 已评分 | 评分失败 | 平均分 | 中位数 | 满分 |",
+             "|---|---|---|---|---|---|---|"]
+    sections = []
+    for aid, items in sorted(by_assignment.items()):
+        graded = [o for o in items if o.status in ("graded", "kept")]
+        failed = [o for o in items if o.status not in ("graded", "kept")]
+        scores = sorted(o.score for o in graded)
+        maximum = graded[0].max_score if graded else 0
+        mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
+        median = f"{scores[len(scores) // 2]:g}" if scores else "—"
+        lines.append(f"| {aid} | {len(items)} | {len(graded)} | {len(failed)} | {mean} | {median} | {maximum:g} |")
+        sec = [f"## {aid}", ""]
+        if graded:
+            _histogram(scores, maximum, f"{aid}：得分分布（{len(graded)} 份已评分）", out_dir / f"{aid}-scores.png")
+            sec += [f"![{aid} 得分分布]({aid}-scores.png)", ""]
+            rates = {}
+            for cell in test_cells.get(aid, []):
+                full = [o for o in graded if cell in o.cells and o.cells[cell][0] >= o.cells[cell][1] > 0]
+                rates[cell] = len(full) / len(graded)
+            if rates:
+                _pass_rates(rates, f"{aid}：各测试单元格通过率", out_dir / f"{aid}-tests.png")
+                sec += [f"![{aid} 各测试通过率]({aid}-tests.png)", "", "| 测试单元格 | 满分通过率 |", "|---|---|"]
+                sec += [f"| `{c}` | {r * 100:.0f}% |" for c, r in rates.items()]
+                sec.append("")
+        if failed:
+            sec += ["### 评分失败的提交（未计分，不是 0 分）", "", "| 学生 | 原因 |", "|---|---|"]
+            sec += [f"| {o.student} | {o.reason} |" for o in failed]
+            sec.append("")
+        sections += sec
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines + [""] + sections) + "\n", encoding="utf-8")
+    return path
+
+
+def summary_table(outcomes):
+    rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s}  原因"]
+    for o in outcomes:
+        ok = o.status in ("graded", "kept")
+        score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
+        rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s}  {o.reason}")
+    return "\n".join(rows)
