@@ -1,4 +1,5 @@
 """Executing the decks and writing offline HTML slides (reveal.js and MathJax from local copies)."""
+import copy
 import shutil
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ def copy_vendor(node_modules, out_dir):
 def exporter():
     return SlidesExporter(
         template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
-        reveal_url_prefix="vendor/reveal.js", reveal_theme="simple", reveal_transition="none",
+        reveal_url_prefix="vendor/reveal.js", reveal_theme="white", reveal_transition="none",
         reveal_scroll=True, reveal_width="1280", reveal_height="800",
         mathjax_url="vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="vendor/requirejs/require.js", jquery_url="vendor/jquery/dist/jquery.min.js",
@@ -48,8 +49,14 @@ def exporter():
 
 def write_slides(executed_nb, deck_path, out_dir):
     """`<out_dir>/<deck>.slides.html`, images embedded, scripts from `<out_dir>/vendor/`."""
-    body, _ = exporter().from_notebook_node(
-        executed_nb, resources={"metadata": {"path": str(Path(deck_path).parent)}})
+    # nbconvert embeds only images below the path it is given: point it at the course root and
+    # make the decks' `../img/` links relative to that.
+    nb = copy.deepcopy(executed_nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = cell.source.replace("](../img/", "](img/").replace('src="../img/', 'src="img/')
+    root = Path(deck_path).resolve().parent.parent
+    body, _ = exporter().from_notebook_node(nb, resources={"metadata": {"path": str(root)}})
     target = Path(out_dir) / (Path(deck_path).stem + ".slides.html")
     target.write_text(body, encoding="utf-8")
     return target

@@ -20,6 +20,13 @@ def _box(ax, x, y, w, h, text, face=GREY, fontsize=11, edge=EDGE, **kw):
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **kw)
 
 
+def _save(fig, path):
+    """Save and close; SVGs carry no date, so regenerating a figure gives the same bytes."""
+    metadata = {"Date": None} if str(path).endswith(".svg") else None
+    fig.savefig(path, metadata=metadata)
+    plt.close(fig)
+
+
 def _arrow(ax, start, end, color=EDGE, lw=1.1):
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=11, color=color,
                                  linewidth=lw, shrinkA=0, shrinkB=0))
@@ -70,8 +77,7 @@ def write_architecture(path):
 
     # Right-hand notes: what each stage does.
     ax.text(9.95, 2.35, "$h$ 组独立的\n线性投影", ha="right", va="center", fontsize=9, color="#555555")
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def write_split(path):
@@ -113,8 +119,7 @@ def write_split(path):
     ax.text(bx + 1.5 * 2.7 + cell, y0 + items * cell + 0.3,
             "沿批量维排开：(batch_size·num_heads, num_items, num_hiddens/num_heads)",
             ha="center", va="bottom", fontsize=10)
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 FIGURES = {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs everything the course needs on a fresh Debian/Ubuntu machine (or a conda env), idempotently:
+#   - a Python 3.11 virtual environment in .venv with requirements.txt and the course package (editable);
+#   - a CJK font for Chinese in figures, and Chromium for the slide checks (apt, when run as root);
+#   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n[setup] %s\n' "$*"; }
+
+# --- system packages (optional when not root: the course still runs, figures may lack CJK glyphs) ---
+need_apt=()
+fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+if ((${#need_apt[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "apt-get install ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    fc-cache -f >/dev/null 2>&1 || true
+  else
+    log "please install: ${need_apt[*]} (not root or no apt-get; continuing)"
+  fi
+fi
+
+# --- Python environment ---
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY=$candidate; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "[setup] Python 3.11 is required (d2l 1.0.3 pins numpy 1.23.5)" >&2; exit 1; }
+
+stamp=.venv/.installed
+want="$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "Python packages into .venv (torch, d2l, nbgrader, JupyterLab + RISE; a few minutes the first time)"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v -i "warning" || true
+  .venv/bin/python -m pip install -q -r requirements.txt -e . 2>&1 | grep -v -i "warning" || true
+  .venv/bin/python -c "import torch, torchvision, d2l.torch, nbgrader, attncourse" \
+    || { echo "[setup] the Python environment is incomplete" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+
+# --- offline slide assets from the npm registry ---
+if [ ! -f build/vendor/node_modules/mathjax/MathJax.js ] || [ ! -d build/vendor/node_modules/reveal.js/dist ]; then
+  log "reveal.js, MathJax, require.js, jQuery (npm) into build/vendor"
+  mkdir -p build/vendor
+  npm install --prefix build/vendor --no-audit --no-fund --silent \
+    reveal.js@4.0.2 mathjax@2.7.7 requirejs@2.1.10 jquery@2.2.4
+fi
+log "ready"
