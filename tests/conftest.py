@@ -1,0 +1,74 @@
+"""Shared fixtures: a scratch copy of the course, and the catalog graded once per session."""
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attncourse.grading import autograde, demo, release
+from attncourse.grading.course import assignments, nbgrader_config
+from attncourse.grading.variants import load_catalog, source_notebook, test_cell_ids
+
+ROOT = Path(__file__).resolve().parent.parent
+COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "release", "catalog", "notebooks", "img"]
+
+os.environ.setdefault("ATTN_COURSE_DEVICE", "cpu")  # CI has no GPU; on a GPU machine unset it to test CUDA
+os.environ["PATH"] = os.pathsep.join([str(Path(os.sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def copy_course(dest):
+    """A scratch course with the repo's content and no grading state."""
+    dest = Path(dest)
+    for name in COURSE_FILES:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def assignment_ids():
+    return assignments(ROOT)
+
+
+@pytest.fixture(scope="session")
+def catalog_grades(tmp_path_factory, assignment_ids):
+    """Autograde, through the course's grading path, one submission per case of every catalog:
+    the reference answer, the lecturer's code, and each buggy variant. Returns
+    {assignment: {"cases": {student: Outcome}, "variants": [...], "tests": [...], "hidden": [...]}}."""
+    root = copy_course(tmp_path_factory.mktemp("catalog_course"))
+    cfg = nbgrader_config(root)
+    release.release_all(cfg, root, assignment_ids)
+    submitted = root / "submitted"
+    result, pairs = {}, []
+    for aid in assignment_ids:
+        catalog = load_catalog(root, aid)
+        src = source_notebook(root, aid, catalog)
+        rel = nbformat.read(root / "release" / aid / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+        cases = {"reference": demo.answered(rel, src), "lecturer": demo.answered(rel, src, catalog.LECTURER)}
+        variants = [v for v in catalog.VARIANTS if not v.get("needs_cuda") or _cuda()]
+        for v in variants:
+            cases[f"bug_{v['id']}"] = demo.answered(rel, src, v.get("cells"), v.get("edits"))
+        for student, nb in cases.items():
+            folder = submitted / student / aid
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
+            pairs.append((aid, student))
+        hidden = [c.metadata["nbgrader"]["grade_id"] for c in src.cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and "BEGIN HIDDEN TESTS" in c.source]
+        result[aid] = {"variants": variants, "tests": test_cell_ids(src), "hidden": hidden, "cases": {}}
+    outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=os.cpu_count() or 2,
+                                     progress=lambda line: None)
+    for o in outcomes:
+        result[o.assignment]["cases"][o.student] = o
+    return result
+
+
+def _cuda():
+    import torch
+    return torch.cuda.is_available() and os.environ.get("ATTN_COURSE_DEVICE", "") != "cpu"
+
+
+def lost_points(outcome, tests):
+    """Test cells (among `tests`) where the outcome scored below the maximum."""
+    return {cell for cell in tests if outcome.cells[cell][0] < outcome.cells[cell][1]}

@@ -1,0 +1,85 @@
+"""Committed notebooks: clean, titled from course.toml, images present; decks and sources execute."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from attncourse.notebooks import course_notebooks, tidy
+from conftest import ROOT
+
+ALL_COMMITTED = sorted(p for p in ROOT.glob("*/**/*.ipynb") if p.parts[len(ROOT.parts)] in
+                       ("notebooks", "source", "release"))
+DECKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SOURCES = sorted((ROOT / "source").glob("*/*.ipynb"))
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)|<img[^>]*src=\"([^\"]+)\"")
+
+
+def _ids(paths):
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+def test_there_is_content():
+    assert DECKS and SOURCES
+
+
+@pytest.mark.parametrize("path", ALL_COMMITTED, ids=_ids(ALL_COMMITTED))
+def test_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None, f"{path.name} carries outputs"
+
+
+def test_decks_and_sources_are_tidy():
+    """`course tidy` would change nothing: minimal metadata, title slides stamped from course.toml."""
+    untidy = [str(p.relative_to(ROOT)) for p in course_notebooks(ROOT) if tidy(p, write=False)]
+    assert not untidy, f"run `course tidy`: {untidy}"
+
+
+@pytest.mark.parametrize("path", DECKS + SOURCES, ids=_ids(DECKS + SOURCES))
+def test_title_slide_names_the_lecturer(path):
+    from attncourse.config import settings
+    first = nbformat.read(path, as_version=4).cells[0]
+    assert "course-title" in first.metadata.get("tags", [])
+    for value in settings(ROOT)["lecturer"].values():
+        assert value in first.source
+
+
+@pytest.mark.parametrize("path", DECKS + SOURCES, ids=_ids(DECKS + SOURCES))
+def test_referenced_images_exist(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for link in (a or b for a, b in IMAGE.findall(cell.source)):
+            if not link.startswith(("http:", "https:", "data:", "attachment:")):
+                assert (path.parent / link).resolve().is_file(), f"{path.name}: missing image {link}"
+
+
+def _execute(path):
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
+
+
+@pytest.mark.parametrize("path", DECKS, ids=_ids(DECKS))
+def test_deck_runs_top_to_bottom_on_cpu(path):
+    _execute(path)  # raises CellExecutionError on the first failing cell
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
+def test_source_passes_its_own_tests(path):
+    """The instructor's version, hidden tests included, runs clean."""
+    _execute(path)
+
+
+def test_figures_are_made_by_code_in_the_repo(tmp_path):
+    """`course figures` regenerates every committed figure from `attncourse.figures`."""
+    from attncourse.figures import all_figures
+    committed = {p.name for p in (ROOT / "img").glob("*.svg")}
+    assert committed <= set(all_figures()), f"figures without code: {committed - set(all_figures())}"

@@ -1,0 +1,74 @@
+"""Student versions: exactly nbgrader's output, and nothing secret in them or in the helper package."""
+import ast
+import re
+
+import nbformat
+import pytest
+
+from attncourse.grading import release
+from attncourse.grading.course import nbgrader_config
+from conftest import ROOT, copy_course
+
+
+def test_release_is_what_generate_assignment_makes(tmp_path, assignment_ids):
+    course = copy_course(tmp_path)
+    for aid in assignment_ids:
+        release.generate(nbgrader_config(course), aid)
+    for aid in assignment_ids:
+        fresh = sorted(p.relative_to(course) for p in (course / "release" / aid).rglob("*") if p.is_file())
+        shipped = sorted(p.relative_to(ROOT) for p in (ROOT / "release" / aid).rglob("*") if p.is_file())
+        assert fresh == shipped, f"{aid}: files differ"
+        for rel in fresh:
+            assert (course / rel).read_text(encoding="utf-8") == (ROOT / rel).read_text(encoding="utf-8"), \
+                f"{rel} is stale: run `course build` (or `nbgrader generate_assignment`)"
+
+
+@pytest.mark.parametrize("aid", sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir()))
+def test_release_leaks_nothing(aid):
+    for src in (ROOT / "source" / aid).glob("*.ipynb"):
+        release.check_release(src, ROOT / "release" / aid / src.name)
+        nb = nbformat.read(ROOT / "release" / aid / src.name, as_version=4)
+        stubs = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+        assert stubs and all("NotImplementedError" in c.source for c in stubs)
+
+
+def test_leak_check_catches_a_leak(tmp_path, assignment_ids):
+    """The check can fail: a student version with one solution line put back is refused."""
+    aid = assignment_ids[0]
+    src = next((ROOT / "source" / aid).glob("*.ipynb"))
+    nb = nbformat.read(ROOT / "release" / aid / src.name, as_version=4)
+    source = nbformat.read(src, as_version=4)
+    solution = next(c for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")
+                    and "BEGIN SOLUTION" in c.source and c.cell_type == "code")
+    body = solution.source.split("BEGIN SOLUTION", 1)[1].split("END SOLUTION", 1)[0]
+    line = max(body.splitlines(), key=len).strip()
+    stub = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    stub.source += "\n" + line
+    leaked = tmp_path / src.name
+    nbformat.write(nb, leaked)
+    with pytest.raises(release.LeakError):
+        release.check_release(src, leaked)
+
+
+def _exercise_names():
+    names = set()
+    for src in (ROOT / "source").glob("*/*.ipynb"):
+        for cell in nbformat.read(src, as_version=4).cells:
+            if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code":
+                try:
+                    tree = ast.parse(cell.source)
+                except SyntaxError:
+                    continue
+                names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def test_helper_package_solves_no_exercise():
+    """Nothing a student imports from attncourse defines a function or class the exercises ask for."""
+    names = _exercise_names()
+    assert names
+    offenders = []
+    for path in (ROOT / "src" / "attncourse").rglob("*.py"):
+        defined = re.findall(r"^\s*(?:def|class)\s+(\w+)", path.read_text(encoding="utf-8"), re.M)
+        offenders += [f"{path.name}:{n}" for n in defined if n in names]
+    assert not offenders, offenders
