@@ -72,3 +72,10 @@ def _cuda():
 def lost_points(outcome, tests):
     """Test cells (among `tests`) where the outcome scored below the maximum."""
     return {cell for cell in tests if outcome.cells[cell][0] < outcome.cells[cell][1]}
+
+
+@pytest.fixture(scope="session")
+def executed_decks():
+    """Every deck executed once, top to bottom, on CPU: {path: (executed notebook, seconds)}."""
+    from attncourse import slides
+    return {deck: slides.execute(deck) for deck in sorted((ROOT / "notebooks").glob("*.ipynb"))}

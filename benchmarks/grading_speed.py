@@ -1,0 +1,97 @@
+"""Autograde speed on the demo class: plain serial `nbgrader autograde` against the course's path.
+
+    .venv/bin/python benchmarks/grading_speed.py [--jobs N]
+
+Both run in this one process's run, on identical scratch copies of the course, on the demo students
+that can be graded (the crashing, looping and corrupt ones measure timeouts, not grading, and are
+left out). Prints seconds per submission notebook for each path, their ratio, and checks that every
+test cell got the same score.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+
+from attncourse.config import find_root
+from attncourse.grading import autograde, demo, release
+from attncourse.grading.course import assignments, nbgrader_config, submissions
+
+SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
+COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
+
+
+def scratch_course(root, parent, name):
+    dest = Path(parent) / name
+    dest.mkdir()
+    for item in COURSE_FILES:
+        (shutil.copytree if (root / item).is_dir() else shutil.copy2)(root / item, dest / item)
+    aids = assignments(dest)
+    release.release_all(nbgrader_config(dest), dest, aids)
+    demo.write_demo_class(dest, dest / "submitted", aids)
+    for student in SKIP:
+        shutil.rmtree(dest / "submitted" / student, ignore_errors=True)
+    return dest, submissions(dest / "submitted", aids)
+
+
+def cell_scores(course, pairs):
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for aid, student in pairs:
+            for nb in gb.find_submission(aid, student).notebooks:
+                for g in nb.grades:
+                    scores[(aid, student, g.cell.name)] = g.auto_score
+    return scores
+
+
+def timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    root = find_root()
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    with tempfile.TemporaryDirectory() as tmp:
+        per_student, pairs = scratch_course(root, tmp, "per_student")
+        per_assignment, _ = scratch_course(root, tmp, "per_assignment")
+        ours, _ = scratch_course(root, tmp, "course_path")
+        n = len(pairs)
+        print(f"{n} submission notebooks ({', '.join(sorted({s for _, s in pairs}))}), {os.cpu_count()} CPU cores")
+
+        def run(cmd, cwd):
+            subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        t_student = timed(lambda: [run([nbgrader, "autograde", a, "--student", s, "--force"], per_student)
+                                   for a, s in pairs])
+        t_assignment = timed(lambda: [run([nbgrader, "autograde", a, "--force"], per_assignment)
+                                      for a in sorted({a for a, _ in pairs})])
+        cfg = nbgrader_config(ours)
+        t_ours = timed(lambda: autograde.grade_class(cfg, pairs, jobs=args.jobs, progress=lambda _: None))
+
+        base = cell_scores(per_student, pairs)
+        same = base == cell_scores(per_assignment, pairs) == cell_scores(ours, pairs)
+        rows = [("nbgrader autograde, one call per submission (baseline)", t_student),
+                ("nbgrader autograde, one call per assignment", t_assignment),
+                (f"course path (in-process, {args.jobs} jobs)", t_ours)]
+        print(f"\n{'path':58s} {'s/notebook':>10s} {'speed-up':>9s}")
+        for name, seconds in rows:
+            print(f"{name:58s} {seconds / n:10.2f} {t_student / seconds:8.2f}x")
+        print(f"\nratio baseline / course path: {t_student / t_ours:.2f}x; "
+              f"against one call per assignment: {t_assignment / t_ours:.2f}x")
+        print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
+        return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Offline HTML slides, looked at in a real browser (headless Chromium)."""
+from pathlib import Path
+
+import pytest
+
+from attncourse import slides
+from attncourse.browser import Browser
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def slide_files(tmp_path_factory, executed_decks):
+    out = tmp_path_factory.mktemp("slides")
+    slides.copy_vendor(ROOT / "build" / "vendor" / "node_modules", out)
+    return [slides.write_slides(nb, deck, out) for deck, (nb, _) in executed_decks.items()]
+
+
+def test_slides_load_nothing_from_a_cdn(slide_files):
+    for html in slide_files:
+        text = html.read_text(encoding="utf-8")
+        assert 'src="http' not in text and 'href="http' not in text, html.name
+        assert "cdn" not in text.lower().split("<body")[0], html.name
+
+
+def test_slides_render_offline_in_chromium(slide_files, tmp_path):
+    with Browser() as browser:
+        for html in slide_files:
+            browser.requests.clear()
+            browser.open(html.as_uri(), settle=4)
+            sections = browser.evaluate("document.querySelectorAll('.reveal .slides > section').length")
+            math = browser.evaluate("document.querySelectorAll('.MathJax_CHTML, .MathJax').length")
+            broken = browser.evaluate("[...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
+                                      ".map(i => i.alt || i.src.slice(0, 40))")
+            title = browser.evaluate("document.querySelector('.course-title h1').textContent")
+            remote = [u for u in browser.requests if not u.startswith(("file:", "data:"))]
+            browser.screenshot(tmp_path / f"{html.stem}.png")
+            assert sections >= 10, f"{html.name}: only {sections} slides"
+            assert math > 0, f"{html.name}: MathJax rendered nothing"
+            assert broken == [], f"{html.name}: images not loaded: {broken}"
+            assert title, f"{html.name}: no title slide"
+            assert remote == [], f"{html.name}: network requests {remote[:5]}"
