@@ -10,7 +10,7 @@ CMAP = "Reds"
 
 
 def use_course_style():
-    """Seaborn theme, CJK font, and deterministic SVG output (glyphs as paths, no date)."""
+    """Seaborn theme, CJK font, and SVG text as paths (renders without the font installed)."""
     sns.set_theme(style="white", context="notebook")
     setup_cjk_font()  # after set_theme, which resets the font list
     matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "attncourse",

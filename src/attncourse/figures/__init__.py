@@ -4,6 +4,13 @@ import importlib
 UNIT_MODULES = ["scoring", "multihead"]
 
 
+def save(fig, path):
+    """Save and close; an SVG gets no date, so that re-running `course figures` changes no file."""
+    import matplotlib.pyplot as plt
+    fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
+    plt.close(fig)
+
+
 def all_figures():
     """{file name: writer(path)} over every unit's `FIGURES`."""
     figures = {}

@@ -7,6 +7,8 @@ matplotlib knows works, which helps when checking a figure by eye). `course figu
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from . import save
+
 # One colour per head, shared by both figures so that "head i" looks the same everywhere.
 HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3"]
 GREY = "#F2F2F2"
@@ -19,12 +21,6 @@ def _box(ax, x, y, w, h, text, face=GREY, fontsize=11, edge=EDGE, **kw):
                                 facecolor=face, edgecolor=edge, linewidth=1.2))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **kw)
 
-
-def _save(fig, path):
-    """Save and close; SVGs carry no date, so regenerating a figure gives the same bytes."""
-    metadata = {"Date": None} if str(path).endswith(".svg") else None
-    fig.savefig(path, metadata=metadata)
-    plt.close(fig)
 
 
 def _arrow(ax, start, end, color=EDGE, lw=1.1):
@@ -77,7 +73,7 @@ def write_architecture(path):
 
     # Right-hand notes: what each stage does.
     ax.text(9.95, 2.35, "$h$ 组独立的\n线性投影", ha="right", va="center", fontsize=9, color="#555555")
-    _save(fig, path)
+    save(fig, path)
 
 
 def write_split(path):
@@ -119,7 +115,7 @@ def write_split(path):
     ax.text(bx + 1.5 * 2.7 + cell, y0 + items * cell + 0.3,
             "沿批量维排开：(batch_size·num_heads, num_items, num_hiddens/num_heads)",
             ha="center", va="bottom", fontsize=10)
-    _save(fig, path)
+    save(fig, path)
 
 
 FIGURES = {

@@ -6,6 +6,8 @@ after `use_course_style()`, so Chinese labels use the course's CJK font.
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
+from . import save
+
 # Colours shared by the figures of this unit.
 QUERY = "#fde0c5"   # 查询
 KEY = "#d6e6f5"     # 键
@@ -31,12 +33,6 @@ def _circle(ax, x, y, text, color=NEUTRAL, r=0.27, fontsize=13):
 def _arrow(ax, start, end):
     ax.annotate("", xy=end, xytext=start, arrowprops=ARROW)
 
-
-def _save(fig, path):
-    """Save and close; an SVG gets no date, so that re-running `course figures` changes nothing."""
-    metadata = {"Date": None} if str(path).endswith(".svg") else None
-    fig.savefig(path, metadata=metadata)
-    plt.close(fig)
 
 
 def attention_pooling(path):
@@ -93,7 +89,7 @@ def attention_pooling(path):
     ax.set_ylim(-1.35, 6.1)
     ax.set_aspect("equal")
     ax.axis("off")
-    _save(fig, path)
+    save(fig, path)
 
 
 def masking(path):
@@ -139,7 +135,7 @@ def masking(path):
     for ax in axes:
         ax.set_aspect("equal")
         ax.axis("off")
-    _save(fig, path)
+    save(fig, path)
 
 
 FIGURES = {

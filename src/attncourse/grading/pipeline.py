@@ -79,6 +79,8 @@ def grade(root, class_dir, jobs, build_dir):
 
 def build(root, class_dir=None, jobs=2, with_slides=True):
     root = Path(root).resolve()
+    if class_dir is not None and not Path(class_dir).is_dir():
+        raise ToolchainError(f"找不到提交目录 {class_dir}（应为 <学生>/<作业>/*.ipynb 的结构，如 submitted）")
     build_dir = root / "build"
     build_dir.mkdir(exist_ok=True)
     log = logs.to_file(build_dir / "nbgrader.log")
@@ -93,8 +95,6 @@ def build(root, class_dir=None, jobs=2, with_slides=True):
         class_dir = demo.write_demo_class(root, build_dir / "demo_class", assignments(root))
         print(f"\n（未指定 --class：评分演示班级 {class_dir.relative_to(root)}）")
     class_dir = Path(class_dir).resolve()
-    if not class_dir.is_dir():
-        raise ToolchainError(f"找不到提交目录 {class_dir}")
     outcomes = grade(root, class_dir, jobs, build_dir)
     step("汇总")
     print(report.summary_table(outcomes))
