@@ -59,6 +59,16 @@ def test_broken_submissions_fail_with_a_reason_not_a_zero(demo_run):
             assert grades[(aid, student)]["status"] == "graded", grades[(aid, student)]
 
 
+def test_tampering_is_flagged_for_review(demo_run):
+    root, _ = demo_run
+    grades = read_grades(root)
+    report = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    for aid in {a for a, _ in grades}:
+        assert "比较函数" in grades[(aid, "demo_tamper")]["review"]
+        assert grades[(aid, "demo_full")]["review"] == ""
+    assert "需人工复核" in report and "demo_tamper" in report
+
+
 def test_grades_order_the_demo_students(demo_run):
     root, _ = demo_run
     grades = read_grades(root)

@@ -9,6 +9,7 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
 
+from . import integrity
 from .course import coursedir, kernel_env
 from .execution import TURN, record_failure, take_failure_reason
 
@@ -23,6 +24,7 @@ class Outcome:
     score: float | None = None
     max_score: float | None = None
     cells: dict = field(default_factory=dict)  # test grade_id -> (score, max)
+    flags: list = field(default_factory=list)  # reasons to review by hand (see integrity.py)
 
 
 class CourseAutograde(Autograde):
@@ -83,6 +85,7 @@ def grade_one(cfg, assignment, student, force=False):
     reason = corrupt_reason(folder)
     if reason:
         return Outcome(assignment, student, "failed", reason, time.time() - start)
+    review = [f for nb in sorted(folder.glob("*.ipynb")) for f in integrity.flags(nb)]
     take_failure_reason()
     with TURN.held():
         converter = CourseAutograde(coursedir=cd, config=cfg)
@@ -91,10 +94,10 @@ def grade_one(cfg, assignment, student, force=False):
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
             reason = take_failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
-            return Outcome(assignment, student, "failed", reason, time.time() - start)
+            return Outcome(assignment, student, "failed", reason, time.time() - start, flags=review)
         status = "kept" if converter.kept else "graded"
         total, maximum, cells = read_scores(cd.db_url, assignment, student)
-    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells)
+    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review)
 
 
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print):
@@ -116,7 +119,8 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=print):
 
 def describe(o):
     head = f"{o.assignment:14s} {o.student:18s}"
+    review = f"  ⚠ 需人工复核：{'；'.join(o.flags)}" if o.flags else ""
     if o.status in ("graded", "kept"):
         mark = "✔" if o.status == "graded" else "＝"
-        return f"{head} {mark} {o.score:g}/{o.max_score:g}  ({o.seconds:.1f} s)"
+        return f"{head} {mark} {o.score:g}/{o.max_score:g}  ({o.seconds:.1f} s){review}"
     return f"{head} ✘ {o.reason}  ({o.seconds:.1f} s)"

@@ -26,7 +26,11 @@ STUDENTS = [
     ("demo_crash", "提交的代码调用 os._exit，内核崩溃"),
     ("demo_loop", "忽略 Ctrl-C 的死循环"),
     ("demo_corrupt", "损坏的 .ipynb 文件"),
+    ("demo_tamper", "未作答，却把 torch 的比较函数改成永远通过"),
 ]
+TAMPER = ("import torch\n"
+          "torch.allclose = lambda *args, **kwargs: True  # 演示：篡改评分\n"
+          "torch.testing.assert_close = lambda *args, **kwargs: None\n")
 
 
 def answered(release_nb, source_nb, replace_cells=None, edits=None):
@@ -72,8 +76,10 @@ def demo_notebooks(root, assignment):
         for gid, pairs in bug.get("edits", {}).items():
             partial_edits.setdefault(gid, []).extend(pairs)
     crash, loop, deleted = (copy.deepcopy(full) for _ in range(3))
+    tamper = copy.deepcopy(release)
     _first_solution_cell(crash).source = CRASH + _first_solution_cell(crash).source
     _first_solution_cell(loop).source = LOOP + _first_solution_cell(loop).source
+    _first_solution_cell(tamper).source = TAMPER + _first_solution_cell(tamper).source
     tests = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade")
              and not c.metadata["nbgrader"].get("solution")]
     deleted.cells.remove(tests[-1])
@@ -85,6 +91,7 @@ def demo_notebooks(root, assignment):
         "demo_deleted_test": deleted,
         "demo_crash": crash,
         "demo_loop": loop,
+        "demo_tamper": tamper,
     }
     texts = {student: dumps(nb) for student, nb in notebooks.items()}
     texts["demo_corrupt"] = dumps(full)[: len(dumps(full)) // 2]  # cut off mid-file
@@ -94,6 +101,9 @@ def demo_notebooks(root, assignment):
 def write_demo_class(root, out_dir, assignment_ids):
     """Write `<out_dir>/<student>/<assignment>/` for every demo student; returns out_dir."""
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(out_dir / "README.md", "# 演示班级（由 course build 生成）\n\n" + "".join(
+        f"- `{student}`：{what}\n" for student, what in STUDENTS))
     for aid in assignment_ids:
         name, texts = demo_notebooks(root, aid)
         for student, text in texts.items():

@@ -17,11 +17,11 @@ def write_grades_csv(outcomes, path):
     """One row per submission. A failed submission has no score, only its reason: never a silent 0."""
     with open(path, "w", newline="", encoding="utf-8-sig") as f:  # BOM: Excel opens Chinese correctly
         w = csv.writer(f)
-        w.writerow(["assignment", "student", "status", "score", "max_score", "reason"])
+        w.writerow(["assignment", "student", "status", "score", "max_score", "reason", "review"])
         for o in outcomes:
             ok = o.status in ("graded", "kept")
             w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
-                        f"{o.max_score:g}" if ok else "", o.reason])
+                        f"{o.max_score:g}" if ok else "", o.reason, "；".join(o.flags)])
 
 
 def _histogram(scores, maximum, title, path):
@@ -76,6 +76,11 @@ def write_report(outcomes, out_dir, test_cells):
                 sec += [f"![{aid} 各测试通过率]({aid}-tests.png)", "", "| 测试单元格 | 满分通过率 |", "|---|---|"]
                 sec += [f"| `{c}` | {r * 100:.0f}% |" for c, r in rates.items()]
                 sec.append("")
+        flagged = [o for o in items if o.flags]
+        if flagged:
+            sec += ["### 需人工复核的提交（可能篡改了评分；分数未作改动）", "", "| 学生 | 迹象 |", "|---|---|"]
+            sec += [f"| {o.student} | {'；'.join(o.flags)} |" for o in flagged]
+            sec.append("")
         if failed:
             sec += ["### 评分失败的提交（未计分，不是 0 分）", "", "| 学生 | 原因 |", "|---|---|"]
             sec += [f"| {o.student} | {o.reason} |" for o in failed]
