@@ -5,6 +5,7 @@ the current assignments. Files are rewritten only when their content changes, so
 pipeline keeps earlier grades (nbgrader skips unchanged submissions).
 """
 import copy
+import re
 from pathlib import Path
 
 import nbformat
@@ -12,6 +13,7 @@ import nbformat
 from ..notebooks import dumps
 from .variants import cells_by_id, load_catalog, variant_notebook
 
+MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.M)
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
 CRASH = "import os\nos._exit(1)  # 演示：内核崩溃\n"
 LOOP = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # 演示：忽略 Ctrl-C 的死循环\n"
@@ -41,8 +43,7 @@ def answered(release_nb, source_nb, replace_cells=None, edits=None):
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution") and meta.get("grade_id") in answers:
-            cell.source = answers[meta["grade_id"]].source.replace("### BEGIN SOLUTION\n", "").replace(
-                "### END SOLUTION\n", "").replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
+            cell.source = MARKER_LINE.sub("", answers[meta["grade_id"]].source)
     return nb
 
 

@@ -1,0 +1,201 @@
+"""Catalog of assignment a1_scoring (注意力评分函数与掩蔽 softmax).
+
+LECTURER: the code of the lecturer's deck (seed 003), verbatim: `masked_softmax` built on
+`d2l.sequence_mask` (it writes -1e6 into X in place; the text leaves in-place writes open),
+`AdditiveAttention` and `DotProductAttention`. The extension and the experiment keep the source solution.
+
+VARIANTS: realistic mistakes, each with the exact set of test cells that must lose points. Every hidden
+test cell has at least one variant that only it catches, and a mistake in `masked_softmax` costs only the
+`masked_softmax` cells (the class tests swap in a reference). Variants with `caught_by=set()` are correct
+answers that the text leaves open, kept to prove the tests do not punish them.
+"""
+
+NOTEBOOK = "scoring"
+
+LECTURER = {
+    "masked_softmax": '''#@save
+def masked_softmax(X, valid_lens):
+    """通过在最后一个轴上掩蔽元素来执行softmax操作"""
+    # X:3D张量，valid_lens:1D或2D张量
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    else:
+        shape = X.shape
+        if valid_lens.dim() == 1:
+            valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+        else:
+            valid_lens = valid_lens.reshape(-1)
+        # 最后一轴上被掩蔽的元素使用一个非常大的负值替换，从而其softmax输出为0
+        X = d2l.sequence_mask(X.reshape(-1, shape[-1]), valid_lens,
+                              value=-1e6)
+        return nn.functional.softmax(X.reshape(shape), dim=-1)''',
+    "additive_attention": '''#@save
+class AdditiveAttention(nn.Module):
+    """加性注意力"""
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super(AdditiveAttention, self).__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries, keys = self.W_q(queries), self.W_k(keys)
+        features = queries.unsqueeze(2) + keys.unsqueeze(1)
+        features = torch.tanh(features)
+        scores = self.w_v(features).squeeze(-1)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)''',
+    "dot_product_attention": '''#@save
+class DotProductAttention(nn.Module):
+    """缩放点积注意力"""
+    def __init__(self, dropout, **kwargs):
+        super(DotProductAttention, self).__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        d = queries.shape[-1]
+        scores = torch.bmm(queries, keys.transpose(1,2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)''',
+}
+
+MS_BASIC, MS_2D = "test_masked_softmax_basic", "test_masked_softmax_2d"
+ADD, ADD_DROP = "test_additive_attention", "test_additive_attention_dropout"
+DOT, SDPA = "test_dot_product_attention", "test_dot_product_sdpa"
+BIL, VAR = "test_bilinear_attention", "test_variance_experiment"
+
+FILL = "torch.finfo(X.dtype).min"
+ADD_TAIL = ("self.attention_weights = masked_softmax(scores, valid_lens)\n"
+            "        return torch.bmm(self.dropout(self.attention_weights), values)")
+
+VARIANTS = [
+    # ------------------------------------------------------------------ masked_softmax
+    {"id": "ms_fill_zero", "mistake": "掩蔽位置填 0 而不是很大的负数：填充的键仍分到权重",
+     "edits": {"masked_softmax": [(FILL, "0")]},
+     "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_wrong_dim", "mistake": "在错误的维度（dim=1，查询所在的轴）上做 softmax",
+     "edits": {"masked_softmax": [("return F.softmax(X, dim=-1)  # 被掩蔽", "return F.softmax(X, dim=1)  # 被掩蔽")]},
+     "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_off_by_one", "mistake": "掩码差一位：用 <= 而不是 <，第 valid_len 个键也被保留",
+     "edits": {"masked_softmax": [("positions < valid_lens", "positions <= valid_lens")]},
+     "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_2d_first_column", "mistake": "忽略二维 valid_lens：只用每个样本第一个查询的有效长度",
+     "edits": {"masked_softmax": [
+         ("valid_lens = valid_lens[:, None]  # (批量, 1)：同一样本的所有查询共用一个有效长度",
+          "valid_lens = valid_lens[:, None]\n    else:\n        valid_lens = valid_lens[:, :1]  # 只看了第一列")]},
+     "caught_by": {MS_2D}},
+    {"id": "ms_repeat_not_interleave", "mistake": "一维 valid_lens 用 repeat 而不是 repeat_interleave 展开（批量为 1 时看不出来）",
+     "cells": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    """通过在最后一个轴上掩蔽元素来执行 softmax 操作"""
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens.repeat(shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = d2l.sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return F.softmax(X.reshape(shape), dim=-1)'''},
+     "caught_by": {MS_BASIC}},
+    {"id": "ms_manual_softmax_overflow", "mistake": "手写 softmax：exp(X) 乘掩码再归一化，没有减去最大值，分数很大时溢出成 inf/NaN",
+     "cells": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    """通过在最后一个轴上掩蔽元素来执行 softmax 操作"""
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None]
+    mask = torch.arange(X.shape[-1], device=X.device) < valid_lens[..., None]
+    e = torch.exp(X) * mask
+    return e / e.sum(dim=-1, keepdim=True)'''},
+     "caught_by": {MS_BASIC}},
+    {"id": "ms_arange_on_cpu", "mistake": "在函数里用 torch.arange(n) 在 CPU 上生成掩码：GPU 上设备不匹配而报错",
+     "edits": {"masked_softmax": [("torch.arange(X.shape[-1], device=X.device)", "torch.arange(X.shape[-1])")]},
+     "caught_by": {MS_BASIC, MS_2D}, "needs_cuda": True},
+    {"id": "ms_fill_minus_1e9", "mistake": "用 masked_fill(mask, -1e9) 填充：float16 放不下 -1e9，GPU 上的 float16 测试报错",
+     "edits": {"masked_softmax": [(FILL, "-1e9")]},
+     "caught_by": {MS_BASIC, MS_2D}, "needs_cuda": True},
+    {"id": "ms_not_implemented", "mistake": "没写 masked_softmax（留着 raise NotImplementedError()），后面各类写对了：只丢 masked_softmax 的分",
+     "cells": {"masked_softmax": 'def masked_softmax(X, valid_lens):\n    # 请在此处编写你的代码\n    raise NotImplementedError()'},
+     "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_fill_minus_inf_ok", "mistake": "（正确）用 -inf 填充：有效长度为 0 的行会变成 NaN，但题目说明不测试这种行",
+     "edits": {"masked_softmax": [(FILL, 'float("-inf")')]},
+     "caught_by": set()},
+    {"id": "ms_in_place_ok", "mistake": "（正确）原地改写 X（X[~mask] = -1e6）：题目说明不检查是否修改传入的 X",
+     "edits": {"masked_softmax": [("X = X.masked_fill(~mask, torch.finfo(X.dtype).min)",
+                                   "X[~mask.expand(X.shape)] = -1e6")]},
+     "caught_by": set()},
+    # ------------------------------------------------------------------ AdditiveAttention
+    {"id": "add_relu", "mistake": "加性注意力用 ReLU 而不是 tanh 作激活函数",
+     "edits": {"additive_attention": [("torch.tanh(", "torch.relu(")]},
+     "caught_by": {ADD}},
+    {"id": "add_bias", "mistake": "加性注意力的 W_q、W_k 带偏置（忘了 bias=False）",
+     "edits": {"additive_attention": [
+         ("nn.Linear(key_size, num_hiddens, bias=False)", "nn.Linear(key_size, num_hiddens)"),
+         ("nn.Linear(query_size, num_hiddens, bias=False)", "nn.Linear(query_size, num_hiddens)")]},
+     "caught_by": {ADD}},
+    {"id": "add_dropout_ignores_eval", "mistake": "用 F.dropout(w, p) 而没传 training=self.training：eval() 模式下仍在丢弃",
+     "edits": {"additive_attention": [
+         ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
+         ("self.dropout(self.attention_weights)", "F.dropout(self.attention_weights, self.p)")]},
+     "caught_by": {ADD_DROP}},
+    {"id": "add_store_after_dropout", "mistake": "保存的是 dropout 之后的权重（self.attention_weights = dropout(softmax)）",
+     "edits": {"additive_attention": [(ADD_TAIL,
+         "self.attention_weights = self.dropout(masked_softmax(scores, valid_lens))\n"
+         "        return torch.bmm(self.attention_weights, values)")]},
+     "caught_by": {ADD_DROP}},
+    {"id": "add_no_attention_weights", "mistake": "没有把注意力权重保存到 self.attention_weights",
+     "edits": {"additive_attention": [(ADD_TAIL,
+         "attention_weights = masked_softmax(scores, valid_lens)\n"
+         "        return torch.bmm(self.dropout(attention_weights), values)")]},
+     "caught_by": {ADD, ADD_DROP}},
+    {"id": "add_swap_keys_values", "mistake": "forward 的参数顺序写成 (queries, values, keys, ...)：键和值对调",
+     "edits": {"additive_attention": [("def forward(self, queries, keys, values, valid_lens):",
+                                       "def forward(self, queries, values, keys, valid_lens):")]},
+     "caught_by": {ADD, ADD_DROP}},
+    # ------------------------------------------------------------------ DotProductAttention
+    {"id": "dot_no_scaling", "mistake": "忘了除以 √d",
+     "edits": {"dot_product_attention": [(" / math.sqrt(d)", "")]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_scale_by_d", "mistake": "除以 d 而不是 √d",
+     "edits": {"dot_product_attention": [("math.sqrt(d)", "d")]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_scale_by_value_dim", "mistake": "用值的维度开方来缩放（只有值的维度与 d 不同时才看得出）",
+     "edits": {"dot_product_attention": [("d = queries.shape[-1]", "d = values.shape[-1]")]},
+     "caught_by": {SDPA}},
+    {"id": "dot_dropout_ignores_eval", "mistake": "用 F.dropout(w, p) 而没传 training=self.training：eval() 模式下仍在丢弃",
+     "edits": {"dot_product_attention": [
+         ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
+         ("self.dropout(self.attention_weights)", "F.dropout(self.attention_weights, self.p)")]},
+     "caught_by": {SDPA}},
+    {"id": "dot_no_default_valid_lens", "mistake": "forward 的 valid_lens 没有默认值 None：不传 valid_lens 时报错",
+     "edits": {"dot_product_attention": [("valid_lens=None):", "valid_lens):")]},
+     "caught_by": {DOT}},
+    {"id": "dot_weights_keys", "mistake": "用权重对键而不是对值加权求和（bmm 的第二个参数写成 keys）",
+     "edits": {"dot_product_attention": [("self.dropout(self.attention_weights), values)",
+                                          "self.dropout(self.attention_weights), keys)")]},
+     "caught_by": {DOT, SDPA}},
+    # ------------------------------------------------------------------ BilinearAttention
+    {"id": "bil_plain_tensor", "mistake": "W 用普通张量而不是 nn.Parameter：没有注册为参数，训练不到",
+     "edits": {"bilinear_attention": [("nn.Parameter(torch.randn(query_size, key_size) * 0.1)",
+                                       "torch.randn(query_size, key_size) * 0.1")]},
+     "caught_by": {BIL}},
+    {"id": "bil_scaled", "mistake": "照搬点积注意力，多除了 √key_size（题目要求不缩放）",
+     "edits": {"bilinear_attention": [("keys.transpose(1, 2)\n", "keys.transpose(1, 2) / math.sqrt(keys.shape[-1])\n")]},
+     "caught_by": {BIL}},
+    {"id": "bil_w_transposed", "mistake": "W 的形状写成 (key_size, query_size)，前向里再转置",
+     "edits": {"bilinear_attention": [("torch.randn(query_size, key_size)", "torch.randn(key_size, query_size)"),
+                                      ("queries @ self.W @", "queries @ self.W.T @")]},
+     "caught_by": {BIL}},
+    # ------------------------------------------------------------------ experiment
+    {"id": "var_std_not_var", "mistake": "算的是标准差而不是方差",
+     "edits": {"variance_experiment": [("dots.var().item()", "dots.std().item()"),
+                                       ("math.sqrt(d)).var().item()", "math.sqrt(d)).std().item()")]},
+     "caught_by": {VAR}},
+    {"id": "var_divide_by_d", "mistake": "缩放时除以 d 而不是 √d",
+     "edits": {"variance_experiment": [("(dots / math.sqrt(d))", "(dots / d)")]},
+     "caught_by": {VAR}},
+    {"id": "var_uniform", "mistake": "用 torch.rand（[0, 1) 上的均匀分布）而不是 torch.randn 采样",
+     "edits": {"variance_experiment": [("q = torch.randn(", "q = torch.rand("), ("k = torch.randn(", "k = torch.rand(")]},
+     "caught_by": {VAR}},
+]
