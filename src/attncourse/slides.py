@@ -8,6 +8,12 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert import SlidesExporter
 
+from .grading.execution import QuietKernel
+
+class QuietClient(QuietKernel, NotebookClient):
+    pass
+
+
 TEMPLATES = Path(__file__).parent / "templates"
 # Local copies installed from the npm registry by the setup (`npm install` in build/vendor).
 VENDOR_PACKAGES = {"reveal.js": ["dist", "plugin"], "mathjax": ["MathJax.js", "config", "extensions", "fonts",
@@ -19,7 +25,7 @@ def execute(path, timeout=120):
     """Run a notebook top to bottom in its own folder; returns (executed notebook, seconds)."""
     nb = nbformat.read(path, as_version=4)
     start = time.time()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    QuietClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(Path(path).parent)}}).execute()
     return nb, time.time() - start
 

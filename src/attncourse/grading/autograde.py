@@ -25,6 +25,7 @@ class Outcome:
     max_score: float | None = None
     cells: dict = field(default_factory=dict)  # test grade_id -> (score, max)
     flags: list = field(default_factory=list)  # reasons to review by hand (see integrity.py)
+    pending: float = 0.0  # points still waiting for a manual grade
 
 
 class CourseAutograde(Autograde):
@@ -66,16 +67,17 @@ def corrupt_reason(folder):
 
 
 def read_scores(db_url, assignment, student):
-    """(total, max, {test grade_id: (score, max)}) from the gradebook."""
-    cells, total, maximum = {}, 0.0, 0.0
+    """(total, max, {grade_id: (score, max)}, points awaiting a manual grade) from the gradebook."""
+    cells, pending = {}, 0.0
     with Gradebook(db_url) as gb:
         submission = gb.find_submission(assignment, student)
         for nb in submission.notebooks:
             for grade in nb.grades:
                 score = grade.score or 0.0
                 cells[grade.cell.name] = (score, grade.max_score)
-        total, maximum = submission.score, submission.max_score
-    return total, maximum, cells
+                if grade.needs_manual_grade and grade.manual_score is None:
+                    pending += grade.max_score
+        return submission.score, submission.max_score, cells, pending
 
 
 def grade_one(cfg, assignment, student, force=False):
@@ -96,8 +98,8 @@ def grade_one(cfg, assignment, student, force=False):
             reason = take_failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
             return Outcome(assignment, student, "failed", reason, time.time() - start, flags=review)
         status = "kept" if converter.kept else "graded"
-        total, maximum, cells = read_scores(cd.db_url, assignment, student)
-    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review)
+        total, maximum, cells, pending = read_scores(cd.db_url, assignment, student)
+    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review, pending)
 
 
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print):
@@ -122,5 +124,6 @@ def describe(o):
     review = f"  ⚠ 需人工复核：{'；'.join(o.flags)}" if o.flags else ""
     if o.status in ("graded", "kept"):
         mark = "✔" if o.status == "graded" else "＝"
-        return f"{head} {mark} {o.score:g}/{o.max_score:g}  ({o.seconds:.1f} s){review}"
+        manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""
+        return f"{head} {mark} {o.score:g}/{o.max_score:g}{manual}  ({o.seconds:.1f} s){review}"
     return f"{head} ✘ {o.reason}  ({o.seconds:.1f} s)"

@@ -64,7 +64,18 @@ def record_failure(reason):
     _failure.reason = reason
 
 
-class CourseExecute(Execute):
+class QuietKernel:
+    """Mixin for nbclient clients: the kernel's own log (e.g. ipykernel's TCP notice) stays off the
+    console. Cell output, the student's prints included, reaches the notebook through IOPub as usual."""
+
+    async def async_start_new_kernel(self, **kwargs):
+        kwargs.setdefault("stderr", subprocess.DEVNULL)
+        return await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync twin at class level
+
+
+class CourseExecute(QuietKernel, Execute):
     """Execute a submission while other threads grade other students."""
 
     interrupt_grace = Integer(10, help="Seconds a kernel has to answer the interrupt after a timeout "
@@ -77,14 +88,6 @@ class CourseExecute(Execute):
             except DeadKernelError as exc:
                 record_failure("内核崩溃：提交的代码使 Python 进程退出（如 os._exit 或段错误）")
                 raise SubmissionFailed(str(exc)) from exc
-
-    async def async_start_new_kernel(self, **kwargs):
-        # The kernel's own log (e.g. ipykernel's TCP notice) is not the student's output: keep it off
-        # the instructor's console. The student's prints reach the notebook through IOPub as usual.
-        kwargs.setdefault("stderr", subprocess.DEVNULL)
-        return await super().async_start_new_kernel(**kwargs)
-
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync twin at class level
 
     async def _async_handle_timeout(self, timeout, cell=None):
         reply = await super()._async_handle_timeout(timeout, cell)

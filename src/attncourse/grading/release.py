@@ -27,15 +27,12 @@ def _secret_lines(nb):
     """Distinctive lines that only occur inside solution or hidden-test regions (and sample answers)."""
     secret, public = set(), set()
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
         text = cell.source
-        if cell.cell_type == "markdown" and meta.get("solution"):
-            secret.update(line.strip() for line in text.splitlines())
+        if not REGION.search(text) and cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+            secret.update(line.strip() for line in text.splitlines())  # nbgrader replaces the whole answer
             continue
-        inside = "".join(m.group(2) for m in REGION.finditer(text))
-        outside = REGION.sub("", text)
-        secret.update(line.strip() for line in inside.splitlines())
-        public.update(line.strip() for line in outside.splitlines())
+        secret.update(line.strip() for m in REGION.finditer(text) for line in m.group(2).splitlines())
+        public.update(line.strip() for line in REGION.sub("", text).splitlines())
     return {line for line in secret - public if len(line) >= 12 and line.strip("#").strip()}
 
 

@@ -17,11 +17,12 @@ def write_grades_csv(outcomes, path):
     """One row per submission. A failed submission has no score, only its reason: never a silent 0."""
     with open(path, "w", newline="", encoding="utf-8-sig") as f:  # BOM: Excel opens Chinese correctly
         w = csv.writer(f)
-        w.writerow(["assignment", "student", "status", "score", "max_score", "reason", "review"])
+        w.writerow(["assignment", "student", "status", "score", "max_score", "pending_manual", "reason", "review"])
         for o in outcomes:
             ok = o.status in ("graded", "kept")
             w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
-                        f"{o.max_score:g}" if ok else "", o.reason, "；".join(o.flags)])
+                        f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "", o.reason,
+                        "；".join(o.flags)])
 
 
 def _histogram(scores, maximum, title, path):
@@ -92,9 +93,12 @@ def write_report(outcomes, out_dir, test_cells):
 
 
 def summary_table(outcomes):
-    rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s}  原因"]
+    rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s} {'待人工':>6s}  原因 / 复核"]
     for o in outcomes:
         ok = o.status in ("graded", "kept")
         score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
-        rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s}  {o.reason}")
+        pending = f"{o.pending:g}" if ok and o.pending else ""
+        note = o.reason or ("⚠ " + "；".join(o.flags) if o.flags else "")
+        rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s} "
+                    f"{pending:>6s}  {note}")
     return "\n".join(rows)
