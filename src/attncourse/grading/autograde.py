@@ -104,18 +104,24 @@ def grade_one(cfg, assignment, student, force=False):
 
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print):
     """Autograde every (assignment, student) pair; returns their Outcomes in input order."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_one, cfg, a, s, force): (a, s) for a, s in pairs}
-        for done, future in enumerate(as_completed(futures), 1):
-            key = futures[future]
-            try:
-                outcome = future.result()
-            except Exception as exc:  # a toolchain error, not the student's: re-raised by the caller
-                outcome = Outcome(*key, "error", f"{type(exc).__name__}: {exc}")
-            results[key] = outcome
-            progress(f"[{done}/{len(pairs)}] {describe(outcome)}")
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {pool.submit(grade_one, cfg, a, s, force): (a, s) for a, s in pairs}
+            for done, future in enumerate(as_completed(futures), 1):
+                key = futures[future]
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # a toolchain error, not the student's: the caller stops on it
+                    outcome = Outcome(*key, "error", f"{type(exc).__name__}: {exc}")
+                results[key] = outcome
+                progress(f"[{done}/{len(pairs)}] {describe(outcome)}")
+    finally:  # nbgrader's converters chdir to the course root, from several threads
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
     return [results[p] for p in pairs]
 
 

@@ -53,4 +53,4 @@ def submissions(submitted_dir, assignment_ids):
 def kernel_env(jobs):
     """Environment for grading kernels: nbgrader's flag, and no thread oversubscription."""
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
-    return {"NBGRADER_EXECUTION": "autograde", "OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"}
+    return {"NBGRADER_EXECUTION": "autograde", "OMP_NUM_THREADS": str(threads)}
