@@ -20,6 +20,7 @@ os.environ["PATH"] = os.pathsep.join([str(Path(os.sys.executable).parent), os.en
 def copy_course(dest):
     """A scratch course with the repo's content and no grading state."""
     dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
     for name in COURSE_FILES:
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)

@@ -86,7 +86,8 @@ def test_feedback_is_chinese_and_hides_the_tests(demo_run):
         aid = html.parent.name
         source = next((root / "source" / aid).glob("*.ipynb"))
         import nbformat
-        secrets = release._secret_lines(nbformat.read(source, as_version=4))
+        secrets = release.secret_lines(nbformat.read(source, as_version=4), hidden_only=True)
+        assert secrets
         shown = [s for s in secrets if s in text]
         assert not shown, f"{html}: shows {shown[:3]}"
         assert "BEGIN HIDDEN TESTS" not in text

@@ -23,12 +23,17 @@ def generate(cfg, assignment):
     converter.start()
 
 
-def _secret_lines(nb):
-    """Distinctive lines that only occur inside solution or hidden-test regions (and sample answers)."""
+def secret_lines(nb, hidden_only=False):
+    """Distinctive lines that only occur inside solution or hidden-test regions (and sample answers).
+
+    `hidden_only`: just the hidden tests' lines (a student's feedback may show the student's own code).
+    """
     secret, public = set(), set()
     for cell in nb.cells:
         text = cell.source
-        if not REGION.search(text) and cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+        if hidden_only:
+            text = "\n".join(m.group(0) for m in REGION.finditer(text) if m.group(1) == "BEGIN HIDDEN TESTS")
+        elif not REGION.search(text) and cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
             secret.update(line.strip() for line in text.splitlines())  # nbgrader replaces the whole answer
             continue
         secret.update(line.strip() for m in REGION.finditer(text) for line in m.group(2).splitlines())
@@ -43,7 +48,7 @@ def check_release(source_nb_path, release_nb_path):
     text = "\n".join(cell.source for cell in released.cells)
     problems = [f"marker '{m}'" for m in MARKERS if m in text]
     lines = {line.strip() for line in text.splitlines()}
-    problems += [f"line from a solution or hidden test: {line!r}" for line in sorted(_secret_lines(source) & lines)]
+    problems += [f"line from a solution or hidden test: {line!r}" for line in sorted(secret_lines(source) & lines)]
     if problems:
         raise LeakError(f"{release_nb_path}: " + "; ".join(problems[:10]))
 

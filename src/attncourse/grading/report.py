@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ..plotting import use_course_style  # noqa: E402
 
@@ -31,6 +32,7 @@ def _histogram(scores, maximum, title, path):
     bins = max(5, min(20, int(maximum) + 1))
     ax.hist(scores, bins=bins, range=(0, maximum), color="#c0392b", edgecolor="white")
     ax.set(xlabel="得分", ylabel="人数", title=title)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
