@@ -5,24 +5,14 @@ import pytest
 from conftest import lost_points
 
 
-def _cases(catalog_grades, aid):
-    return catalog_grades[aid]
-
-
-def test_reference_answer_earns_full_marks(catalog_grades, assignment_ids):
+@pytest.mark.parametrize("case", ["reference", "lecturer"])
+def test_reference_and_lecturer_code_earn_full_marks(catalog_grades, assignment_ids, case):
+    """`lecturer` is the lecturer's own d2l-style code from the seed decks, pasted into the answer cells."""
     for aid in assignment_ids:
         info = catalog_grades[aid]
-        outcome = info["cases"]["reference"]
+        outcome = info["cases"][case]
         assert outcome.status == "graded", outcome.reason
-        assert lost_points(outcome, info["tests"]) == set(), f"{aid}: reference loses points"
-
-
-def test_lecturer_code_earns_full_marks(catalog_grades, assignment_ids):
-    for aid in assignment_ids:
-        info = catalog_grades[aid]
-        outcome = info["cases"]["lecturer"]
-        assert outcome.status == "graded", outcome.reason
-        assert lost_points(outcome, info["tests"]) == set(), f"{aid}: the lecturer's d2l-style code loses points"
+        assert lost_points(outcome, info["tests"]) == set(), f"{aid}: {case} code loses points"
 
 
 def test_every_bug_loses_points_where_expected(catalog_grades, assignment_ids):
