@@ -4,7 +4,7 @@
 
 Both run in this one process's run, on identical scratch copies of the course, on the demo students
 that can be graded (the crashing, looping and corrupt ones measure timeouts, not grading, and are
-left out). Prints seconds per submission notebook for each path, their ratio, and checks that every
+left out). The course path is also timed with ordinary kernels, to show what preloading adds. Prints seconds per submission notebook for each path, their ratio, and checks that every
 test cell got the same score.
 """
 import argparse
@@ -66,6 +66,7 @@ def main():
         per_student, pairs = scratch_course(root, tmp, "per_student")
         per_assignment, _ = scratch_course(root, tmp, "per_assignment")
         ours, _ = scratch_course(root, tmp, "course_path")
+        cold, _ = scratch_course(root, tmp, "course_path_cold")
         n = len(pairs)
         print(f"{n} submission notebooks ({', '.join(sorted({s for _, s in pairs}))}), {os.cpu_count()} CPU cores")
 
@@ -78,12 +79,15 @@ def main():
                                       for a in sorted({a for a, _ in pairs})])
         cfg = nbgrader_config(ours)
         t_ours = timed(lambda: autograde.grade_class(cfg, pairs, jobs=args.jobs, progress=lambda _: None))
+        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs,
+                                                     progress=lambda _: None, preload=False))
 
         base = cell_scores(per_student, pairs)
-        same = base == cell_scores(per_assignment, pairs) == cell_scores(ours, pairs)
+        same = base == cell_scores(per_assignment, pairs) == cell_scores(ours, pairs) == cell_scores(cold, pairs)
         rows = [("nbgrader autograde, one call per submission (baseline)", t_student),
                 ("nbgrader autograde, one call per assignment", t_assignment),
-                (f"course path (in-process, {args.jobs} jobs)", t_ours)]
+                (f"course path, kernels not preloaded ({args.jobs} jobs)", t_cold),
+                (f"course path (in-process, {args.jobs} jobs, preloaded kernels)", t_ours)]
         print(f"\n{'path':58s} {'s/notebook':>10s} {'speed-up':>9s}")
         for name, seconds in rows:
             print(f"{name:58s} {seconds / n:10.2f} {t_student / seconds:8.2f}x")

@@ -1,5 +1,6 @@
 """Autograding a class with nbgrader's own Autograde converter, several students at once."""
 import os
+from contextlib import nullcontext
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ from nbgrader.converters import Autograde
 
 from . import integrity
 from .course import coursedir, kernel_env
-from .execution import TURN, record_failure, take_failure_reason
+from .execution import TURN, take_failure_reason
+from .preload import preloaded_kernels
 
 
 @dataclass
@@ -102,13 +104,17 @@ def grade_one(cfg, assignment, student, force=False):
     return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review, pending)
 
 
-def grade_class(cfg, pairs, jobs=1, force=False, progress=print):
-    """Autograde every (assignment, student) pair; returns their Outcomes in input order."""
+def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
+    """Autograde every (assignment, student) pair; returns their Outcomes in input order.
+
+    `preload`: kernels start as forks of a process that has imported torch and d2l (see preload.py).
+    """
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with preloaded_kernels(progress) if preload else nullcontext(), \
+                ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(grade_one, cfg, a, s, force): (a, s) for a, s in pairs}
             for done, future in enumerate(as_completed(futures), 1):
                 key = futures[future]
