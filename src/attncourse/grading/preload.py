@@ -117,6 +117,9 @@ class PreloadedProvisioner(LocalProvisioner):
 @contextmanager
 def preloaded_kernels(log=print):
     """Within the block, python kernels are forks of a zygote that has imported torch and d2l."""
+    if sys.platform != "linux":  # forking a process that has imported torch is safe on Linux only
+        yield
+        return
     factory = KernelProvisionerFactory.instance()
     factory.provisioners[NAME] = EntryPoint(NAME, f"{__name__}:PreloadedProvisioner",
                                             "jupyter_client.kernel_provisioners")
@@ -137,9 +140,19 @@ def preloaded_kernels(log=print):
         zygote.close()
 
 
+def _die_with_parent():
+    """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _become_kernel(request):
     """In the forked child: a fresh kernel process, as `python -m ipykernel_launcher` would start."""
     try:
+        _die_with_parent()
         os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()
@@ -163,6 +176,7 @@ def _become_kernel(request):
 
 def serve(path):
     """The zygote: import once, then fork a kernel per request."""
+    _die_with_parent()
     for module in PRELOAD:
         importlib.import_module(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped as they exit
