@@ -11,8 +11,8 @@ from nbclient import NotebookClient
 from attncourse.notebooks import course_notebooks, tidy
 from conftest import ROOT
 
-ALL_COMMITTED = sorted(p for p in ROOT.glob("*/**/*.ipynb") if p.parts[len(ROOT.parts)] in
-                       ("notebooks", "source", "release"))
+ALL_COMMITTED = sorted(p for folder in ("notebooks", "source", "release") for p in (ROOT / folder).rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
 DECKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOURCES = sorted((ROOT / "source").glob("*/*.ipynb"))
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)|<img[^>]*src=\"([^\"]+)\"")

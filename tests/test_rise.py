@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from attncourse.browser import Browser
-from conftest import ROOT
+from conftest import ROOT, copy_course
 
 DECKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -20,8 +20,9 @@ def lab(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     home = tmp_path_factory.mktemp("lab")
+    course = copy_course(home / "course")  # JupyterLab writes checkpoints next to what it opens
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",
-                             "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
+                             "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={course}",
                              "--ServerApp.open_browser=False"], cwd=home,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**__import__("os").environ, "JUPYTER_RUNTIME_DIR": str(home)})
