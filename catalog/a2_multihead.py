@@ -77,7 +77,7 @@ LECTURER = {
 
 # A student who writes the attention by hand instead of using d2l.DotProductAttention (correct here;
 # the variants below break one thing in it).
-_OWN_ATTENTION = '''class MyDotProductAttention(nn.Module):
+_MY_ATTENTION = '''class MyDotProductAttention(nn.Module):
     def __init__(self, dropout):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
@@ -92,34 +92,15 @@ _OWN_ATTENTION = '''class MyDotProductAttention(nn.Module):
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
         self.attention_weights = F.softmax(scores, dim=-1)
         return torch.bmm(self.dropout(self.attention_weights), values)
-
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, key_size, query_size, value_size, num_hiddens,
-                 num_heads, dropout, bias=False, **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.num_hiddens = num_hiddens
-        self.attention = MyDotProductAttention(dropout)
-        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
-        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-
-    def forward(self, queries, keys, values, valid_lens):
-        queries = transpose_qkv(self.W_q(queries), self.num_heads)
-        keys = transpose_qkv(self.W_k(keys), self.num_heads)
-        values = transpose_qkv(self.W_v(values), self.num_heads)
-        if valid_lens is not None:
-            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
-        output = self.attention(queries, keys, values, valid_lens)
-        return self.W_o(transpose_output(output, self.num_heads))
 '''
 
 
-def _own(old, new):
-    assert _OWN_ATTENTION.count(old) == 1, old
-    return _OWN_ATTENTION.replace(old, new)
+def _own(*pairs):
+    """Edits of the reference MultiHeadAttention that swap in MyDotProductAttention, then `pairs`."""
+    return {"multihead_attention": [
+        ("class MultiHeadAttention(nn.Module):", _MY_ATTENTION + "\n\n\nclass MultiHeadAttention(nn.Module):"),
+        ("self.attention = d2l.DotProductAttention(dropout)", "self.attention = MyDotProductAttention(dropout)"),
+        *pairs]}
 
 
 _MHA_ALL = ("test_mha_vs_torch", "test_mha_valid_lens", "test_mha_kv_sizes")
@@ -198,26 +179,23 @@ VARIANTS = [
      "caught_by": {"test_mha_shapes"}},
     {"id": "own_attention_correct",
      "mistake": "（不是错误）自己写注意力模块而不用 d2l.DotProductAttention：应得满分",
-     "cells": {"multihead_attention": _OWN_ATTENTION},
+     "edits": _own(),
      "caught_by": set()},
     {"id": "scale_by_num_hiddens",
      "mistake": "自己写的注意力按 sqrt(num_hiddens) 而不是 sqrt(每个头的维度) 缩放",
-     "cells": {"multihead_attention": _own(
-         "self.attention = MyDotProductAttention(dropout)",
-         "self.attention = MyDotProductAttention(dropout)\n        self.attention.scale_dim = num_hiddens").replace(
-         "/ math.sqrt(d)", "/ math.sqrt(getattr(self, 'scale_dim', d))")},
+     "edits": _own(("self.attention = MyDotProductAttention(dropout)",
+                    "self.attention = MyDotProductAttention(dropout)\n        self.attention.scale_dim = num_hiddens"),
+                   ("/ math.sqrt(d)", "/ math.sqrt(getattr(self, 'scale_dim', d))")),
      "caught_by": set(_MHA_ALL)},
     {"id": "dropout_ignores_eval",
      "mistake": "自己写的注意力用 F.dropout(x, p) 而不是 nn.Dropout：eval() 下仍在暂退",
-     "cells": {"multihead_attention": _own(
-         "torch.bmm(self.dropout(self.attention_weights), values)",
-         "torch.bmm(F.dropout(self.attention_weights, self.dropout.p), values)")},
+     "edits": _own(("torch.bmm(self.dropout(self.attention_weights), values)",
+                    "torch.bmm(F.dropout(self.attention_weights, self.dropout.p), values)")),
      "caught_by": {"test_mha_vs_torch"}},
     {"id": "mask_built_on_cpu",
      "mistake": "在 forward 中用 torch.arange(n) 在 CPU 上构造掩码（只在 GPU 上出错）",
      "needs_cuda": True,
-     "cells": {"multihead_attention": _own(
-         "torch.arange(keys.shape[1], device=scores.device)", "torch.arange(keys.shape[1])")},
+     "edits": _own(("torch.arange(keys.shape[1], device=scores.device)", "torch.arange(keys.shape[1])")),
      "caught_by": {"test_mha_shapes", "test_mha_valid_lens", "test_mha_kv_sizes"}},
     # ---- exercise 3: per-head weights
     {"id": "per_head_batch_major",
