@@ -1,8 +1,5 @@
 """Committed notebooks: clean, titled from course.toml, images present; decks and sources execute."""
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -1,5 +1,4 @@
 """Offline HTML slides, looked at in a real browser (headless Chromium)."""
-from pathlib import Path
 
 import pytest
 

@@ -23,7 +23,7 @@ def settings(root=None):
 def title_slide(title, root=None):
     """Markdown/HTML of a title slide: the title and the lecturer from `course.toml`."""
     lecturer = settings(root)["lecturer"]
-    lines = [f'<div class="course-title">', f'<h1>{html.escape(title)}</h1>', "<hr>"]
+    lines = ['<div class="course-title">', f'<h1>{html.escape(title)}</h1>', "<hr>"]
     lines += [f"<p>{html.escape(lecturer[key])}</p>" for key in ("name", "affiliation", "email")]
     lines.append("</div>")
     return "\n".join(lines)

@@ -1,13 +1,13 @@
 """Autograding a class with nbgrader's own Autograde converter, several students at once."""
 import os
-from contextlib import nullcontext
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
 
 from . import integrity

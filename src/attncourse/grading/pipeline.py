@@ -2,10 +2,10 @@
 import time
 from pathlib import Path
 
+import nbformat
 from nbgrader.converters import GenerateFeedback
 from nbgrader.converters.base import NbGraderException
 
-from ..notebooks import course_notebooks
 from .. import slides
 from . import autograde, demo, logs, release, report
 from .course import assignments, coursedir, nbgrader_config, submissions
@@ -67,11 +67,8 @@ def grade(root, class_dir, jobs, build_dir):
     report.write_grades_csv(outcomes, csv_path)
     print(f"  ✔ {csv_path.relative_to(root)}")
     step("6/6 班级报告")
-    cells = {}
-    for aid in assignments(root):
-        import nbformat
-        for nb_path in sorted((root / "source" / aid).glob("*.ipynb")):
-            cells.setdefault(aid, []).extend(test_cell_ids(nbformat.read(nb_path, as_version=4)))
+    cells = {aid: [cell for nb in sorted((root / "source" / aid).glob("*.ipynb"))
+                   for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in assignments(root)}
     path = report.write_report(outcomes, build_dir / "report", cells)
     print(f"  ✔ {path.relative_to(root)}")
     return outcomes
