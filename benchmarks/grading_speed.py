@@ -20,7 +20,7 @@ from nbgrader.api import Gradebook
 
 from attncourse.config import find_root
 from attncourse.grading import autograde, demo, release
-from attncourse.grading.course import assignments, nbgrader_config, submissions
+from attncourse.grading.course import assignments, nbgrader_config, submissions, use_this_environment
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
@@ -61,7 +61,7 @@ def main():
     args = parser.parse_args()
     root = find_root()
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    use_this_environment()
     with tempfile.TemporaryDirectory() as tmp:
         per_student, pairs = scratch_course(root, tmp, "per_student")
         per_assignment, _ = scratch_course(root, tmp, "per_assignment")

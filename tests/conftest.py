@@ -7,14 +7,14 @@ import nbformat
 import pytest
 
 from attncourse.grading import autograde, demo, release
-from attncourse.grading.course import assignments, nbgrader_config
+from attncourse.grading.course import assignments, nbgrader_config, use_this_environment
 from attncourse.grading.variants import load_catalog, source_notebook, test_cell_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "release", "catalog", "notebooks", "img"]
 
 os.environ.setdefault("ATTN_COURSE_DEVICE", "cpu")  # CI has no GPU; on a GPU machine unset it to test CUDA
-os.environ["PATH"] = os.pathsep.join([str(Path(os.sys.executable).parent), os.environ.get("PATH", "")])
+use_this_environment()
 
 
 def copy_course(dest):

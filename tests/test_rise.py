@@ -1,5 +1,4 @@
 """The decks as the lecturer presents them: RISE in JupyterLab, looked at in headless Chromium."""
-import socket
 import subprocess
 import sys
 import time
@@ -7,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from attncourse.browser import Browser
+from attncourse.browser import Browser, free_port
 from conftest import ROOT, copy_course
 
 DECKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -15,9 +14,7 @@ DECKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     home = tmp_path_factory.mktemp("lab")
     course = copy_course(home / "course")  # JupyterLab writes checkpoints next to what it opens
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",

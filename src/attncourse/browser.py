@@ -27,7 +27,7 @@ def find_chromium():
     return None
 
 
-def _free_port():
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -35,7 +35,7 @@ def _free_port():
 
 class Browser:
     def __init__(self, executable=None):
-        self.port = _free_port()
+        self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="chromium-")
         exe = executable or find_chromium()
         if not exe:

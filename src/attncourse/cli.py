@@ -39,10 +39,8 @@ def cmd_build(args):
 
 
 def main(argv=None):
-    # nbgrader runs `alembic` (and kernels run `python`) from PATH: use this environment's, even when
-    # `course` is called as .venv/bin/course without activating the environment.
-    import os
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    from .grading.course import use_this_environment
+    use_this_environment()
     parser = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具")
     parser.add_argument("--root", type=Path, default=None, help="课程根目录（默认：向上查找 course.toml）")
     sub = parser.add_subparsers(dest="command", required=True)

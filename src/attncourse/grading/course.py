@@ -1,5 +1,6 @@
 """The course folder as nbgrader sees it: configuration, assignments, submissions."""
 import os
+import sys
 from pathlib import Path
 
 from nbgrader.converters import Autograde
@@ -9,11 +10,16 @@ from traitlets.config.loader import PyFileConfigLoader
 from .execution import CourseExecute
 
 
-def nbgrader_config(root, submitted=None, fast=True):
-    """nbgrader's config from `nbgrader_config.py`, anchored at `root`.
+def use_this_environment():
+    """Put this interpreter's bin folder first on PATH: nbgrader runs `alembic` from PATH, and it must be
+    this environment's even when `.venv/bin/course` is called without activating the environment."""
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
-    `submitted` points nbgrader at another folder of submissions (same layout as `submitted/`).
-    `fast` swaps in the execute step that lets several students run at once.
+
+def nbgrader_config(root, submitted=None):
+    """nbgrader's config from `nbgrader_config.py`, anchored at `root`, with the execute step that lets
+    several students run at once. `submitted` points nbgrader at another folder of submissions
+    (same layout as `submitted/`).
     """
     root = Path(root).resolve()
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
@@ -21,9 +27,8 @@ def nbgrader_config(root, submitted=None, fast=True):
     cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     if submitted is not None:
         cfg.CourseDirectory.submitted_directory = str(Path(submitted).resolve())
-    if fast:
-        steps = Autograde.class_traits()["autograde_preprocessors"].default()
-        cfg.Autograde.autograde_preprocessors = [CourseExecute if s.__name__ == "Execute" else s for s in steps]
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    cfg.Autograde.autograde_preprocessors = [CourseExecute if s.__name__ == "Execute" else s for s in steps]
     return cfg
 
 
