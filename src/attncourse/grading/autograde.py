@@ -10,9 +10,8 @@ import nbformat
 from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
 
-from . import integrity
 from .course import coursedir, kernel_env
-from .execution import TURN, take_failure_reason
+from .execution import TURN, failure_reason, review_flags, start_submission
 from .preload import preloaded_kernels
 
 
@@ -89,19 +88,19 @@ def grade_one(cfg, assignment, student, force=False):
     reason = corrupt_reason(folder)
     if reason:
         return Outcome(assignment, student, "failed", reason, time.time() - start)
-    review = [f for nb in sorted(folder.glob("*.ipynb")) for f in integrity.flags(nb)]
-    take_failure_reason()
+    start_submission()
     with TURN.held():
         converter = CourseAutograde(coursedir=cd, config=cfg)
         converter.force = force
         try:
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
-            reason = take_failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
-            return Outcome(assignment, student, "failed", reason, time.time() - start, flags=review)
+            reason = failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
+            return Outcome(assignment, student, "failed", reason, time.time() - start, flags=review_flags())
         status = "kept" if converter.kept else "graded"
         total, maximum, cells, pending = read_scores(cd.db_url, assignment, student)
-    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review, pending)
+    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review_flags(),
+                   pending)
 
 
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):

@@ -1,44 +1,72 @@
-"""Fast check of a catalog without nbgrader: execute each variant, see which test cells raise.
+"""The author's quick loop over a catalog, through the real grading path.
 
-It runs the *source* notebook (hidden tests included) in a plain kernel. The real proof is the
-autograding test in `tests/`; this is the author's quick loop: `python -m attncourse.grading.quickcheck a1_scoring`.
+`python -m attncourse.grading.quickcheck a1_scoring [case ...]` copies the course to a scratch folder, releases
+the assignment, grades the reference answer, the lecturer's code and every catalogued variant, and prints
+where each lost points and why. `tests/test_catalog.py` is the proof; this is the loop while writing.
 """
+import os
+import shutil
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-from nbclient import NotebookClient
+import nbformat
 
 from ..config import find_root
-from .variants import load_catalog, source_notebook, test_cell_ids, variant_notebook, with_code
+from . import autograde, release
+from .course import nbgrader_config, use_this_environment
+from .variants import catalog_cases, load_catalog, test_cell_ids
+
+COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
 
 
-def failing_tests(nb, timeout=60):
-    """Execute `nb` (errors allowed) and return the test grade_ids whose cell raised."""
-    NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": "."}}).execute()
-    tests = set(test_cell_ids(nb))
-    return {c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade_id") in tests
-            and any(o.output_type == "error" for o in c.get("outputs", []))}
+def failed_tests(root, outcome, tests):
+    """{test grade_id: verdict} of the cells where `outcome` lost points, read from its autograded notebook."""
+    found = {}
+    for path in (root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+            if grade_id in tests and errors:
+                found[grade_id] = errors[-1].evalue
+    return found
 
 
-def main(assignment):
-    root = find_root()
-    catalog = load_catalog(root, assignment)
-    src = source_notebook(root, assignment, catalog)
-    cases = [("source", src, set()), ("lecturer", with_code(src, catalog.LECTURER), set())]
-    cases += [(v["id"], variant_notebook(src, v), set(v["caught_by"])) for v in catalog.VARIANTS
-              if not v.get("needs_cuda")]
-    bad = 0
-    for name, nb, expected in cases:
+def main(assignment, only=()):
+    use_this_environment()
+    source_root = find_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for item in COURSE_FILES:
+            (shutil.copytree if (source_root / item).is_dir() else shutil.copy2)(source_root / item, root / item)
+        release.release_all(nbgrader_config(root), root, [assignment])
+        catalog = load_catalog(root, assignment)
+        cases = {k: v for k, v in catalog_cases(root, assignment).items() if not only or k in only}
+        pairs = []
+        for student, (nb, _) in cases.items():
+            folder = root / "submitted" / student / assignment
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
+            pairs.append((assignment, student))
         start = time.time()
-        got = failing_tests(nb)
-        ok = got == expected
-        bad += not ok
-        print(f"{'OK ' if ok else 'BAD'} {name:32s} {time.time() - start:5.1f}s failed={sorted(got)}"
-              + ("" if ok else f" expected={sorted(expected)}"), flush=True)
-    return 1 if bad else 0
+        outcomes = autograde.grade_class(nbgrader_config(root, root / "submitted"), pairs,
+                                         jobs=os.cpu_count() or 1, progress=lambda _: None)
+        tests = set(test_cell_ids(nbformat.read(root / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb",
+                                                as_version=4)))
+        bad = 0
+        for o in outcomes:
+            expected = cases[o.student][1]
+            failed = failed_tests(root, o, tests) if o.status == "graded" else {o.reason: ""}
+            ok = set(failed) == expected
+            bad += not ok
+            print(f"{'OK ' if ok else 'BAD'} {o.student:36s} lost={sorted(failed)}"
+                  + ("" if ok else f" expected={sorted(expected)}") + (f" flags={o.flags}" if o.flags else ""))
+            for cell, message in failed.items():
+                print(f"      {cell}: {message[:200]}")
+        print(f"{len(outcomes)} cases in {time.time() - start:.0f} s, {bad} not as catalogued")
+        return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

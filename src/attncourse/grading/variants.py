@@ -57,3 +57,23 @@ def variant_notebook(source_nb, variant):
 
 def source_notebook(root, assignment, catalog):
     return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+
+
+def catalog_cases(root, assignment):
+    """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
+    code and every variant that shows on this machine (`needs_cuda` ones only where CUDA is used)."""
+    from .demo import answered
+    catalog = load_catalog(root, assignment)
+    src = source_notebook(root, assignment, catalog)
+    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    cases = {"reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
+    for v in catalog.VARIANTS:
+        if not v.get("needs_cuda") or uses_cuda():
+            cases[f"bug_{v['id']}"] = (answered(rel, src, v.get("cells"), v.get("edits")), set(v["caught_by"]))
+    return cases
+
+
+def uses_cuda():
+    """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
+    from ..device import get_device
+    return get_device().type == "cuda"

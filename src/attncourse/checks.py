@@ -1,0 +1,98 @@
+"""Helpers for the test cells of the assignments.
+
+A test cell runs in one of two places:
+- in the student's own kernel (Validate, plain `nbgrader autograde`, the author's quick checks): the student's
+  functions and classes are ordinary objects, and these helpers act on the caller's globals;
+- in the course's grader, outside the student's reach (`attncourse.grading.trusted`): the student's names are
+  proxies to the sandboxed kernel, and these helpers act there.
+
+`using`, `in_kernel` and `forbid` behave the same in both places, so a test cell is written once.
+"""
+import contextvars
+import sys
+
+# The grader sets this to its session while it runs a test cell (see attncourse.grading.trusted).
+SESSION = contextvars.ContextVar("attncourse_grading_session", default=None)
+
+
+class using:
+    """`with using(masked_softmax=_ref): ...`: inside the block, the student's code calls `_ref` under that name.
+
+    The reference must be a function defined at the top level of the test cell, using only the notebook's
+    imports. It keeps one mistake from costing the points of every later question.
+    """
+
+    def __init__(self, **references):
+        self.references = references
+        self.caller_globals = sys._getframe(1).f_globals
+        self.saved = {}
+
+    def __enter__(self):
+        session = SESSION.get()
+        if session is not None:
+            session.swap_in(self.references)
+            return self
+        for name, function in self.references.items():
+            self.saved[name] = self.caller_globals.get(name, _MISSING)
+            self.caller_globals[name] = function
+        return self
+
+    def __exit__(self, *exc):
+        session = SESSION.get()
+        if session is not None:
+            session.swap_out(list(self.references))
+            return False
+        for name, value in self.saved.items():
+            if value is _MISSING:
+                self.caller_globals.pop(name, None)
+            else:
+                self.caller_globals[name] = value
+        return False
+
+
+_MISSING = object()
+
+
+def in_kernel(definition):
+    """A function or class of the test cell, made to run where the student's code runs.
+
+    Use it for helpers that must touch the student's objects in place (fill a module the student's code
+    writes into, run `backward()` through the student's module). Locally it returns `definition` itself.
+    """
+    session = SESSION.get()
+    return definition if session is None else session.define(definition)
+
+
+def forbid(solution_cell, *names, reason=""):
+    """Fail this test when the answer in `solution_cell` (or code it calls) uses one of `names`.
+
+    `names` are dotted names as the exercise text writes them (`"d2l.masked_softmax"`,
+    `"F.scaled_dot_product_attention"`) or keyword arguments (`"enable_gqa="`). The grader reads the
+    submitted code itself; in the student's own kernel this check does nothing.
+    """
+    session = SESSION.get()
+    if session is not None:
+        session.forbid(solution_cell, names, reason)
+
+
+def cases(half=(2e-2, 2e-2), bfloat=(8e-2, 8e-2), single=(1e-4, 1e-5)):
+    """[(device, dtype, rtol, atol)] a hidden test runs with: CPU float32, and on a machine with a GPU also CUDA
+    float32, float16 and bfloat16 with the given (rtol, atol).
+
+    In the grader the device is the grader's (`ATTN_COURSE_DEVICE` in its environment), never the kernel's.
+    """
+    import torch
+
+    from .device import get_device
+    found = [(torch.device("cpu"), torch.float32, *single)]
+    device = get_device()
+    if device.type == "cuda":
+        found += [(device, torch.float32, *single), (device, torch.float16, *half), (device, torch.bfloat16, *bfloat)]
+    return found
+
+
+def close(got, expected, rtol, atol):
+    """`got` (any device and dtype) has `expected`'s shape and matches it within the tolerances, on the CPU."""
+    import torch
+    got = got.detach().float().cpu()
+    return got.shape == expected.shape and torch.allclose(got, expected.float().cpu(), rtol=rtol, atol=atol)

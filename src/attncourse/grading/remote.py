@@ -1,0 +1,218 @@
+"""The grader's side of a test cell: the student's names as proxies to objects in the sandboxed kernel.
+
+Calling a proxy runs the student's code in the kernel; what comes back is data built here (plain tensors,
+numbers, strings) or another proxy. Nothing the kernel sends is executed or unpickled here, so the student's
+code can only influence the values a test compares, never the comparison.
+"""
+import ast
+import asyncio
+import base64
+import json
+import sys
+from queue import Empty
+
+from . import integrity, probe, wire
+
+TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
+MAX_REPLY = 64 << 20
+
+
+class StudentError(Exception):
+    """The student's code raised an exception in the kernel."""
+
+    def __init__(self, ename, evalue, where=None):
+        super().__init__(f"{ename}: {evalue}")
+        self.ename, self.evalue, self.where = ename, evalue, where
+
+
+class KernelTimeout(Exception):
+    """The kernel took longer than the cell's time limit and answered the interrupt."""
+
+
+class KernelLost(Exception):
+    """The kernel died or ignored the interrupt; the submission cannot be graded further."""
+
+
+class Remote:
+    """A proxy to an object in the student's kernel."""
+
+    __slots__ = ("_session", "_id", "_info")
+
+    def __init__(self, session, info):
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_id", info["id"])
+        object.__setattr__(self, "_info", info)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._session.request("getattr", ref=self._id, name=name)
+
+    def __setattr__(self, name, value):
+        raise TypeError("测试不能直接给学生代码中的对象设置属性：请改用 in_kernel 中的函数")
+
+    def __call__(self, *args, **kwargs):
+        return self._session.request("call", ref=self._id, args=self._session.encode(args),
+                                     kwargs=self._session.encode(kwargs))
+
+    def __deepcopy__(self, memo):
+        return self._session.request("deepcopy", ref=self._id)
+
+    @property
+    def __class__(self):
+        return self._session.local_class(self._info)
+
+    def __repr__(self):
+        return f"<学生代码中的 {self._info['type']}>"
+
+
+class Session:
+    """One notebook's connection to its kernel, used by the test cells while they run."""
+
+    def __init__(self, send, student_cells=(), imports=()):
+        self._send = send  # dict request -> dict reply (see kernel_request)
+        self.student_cells = list(student_cells)  # [(grade_id or None, source)] of the student's code
+        self.imports = list(imports)  # sources of the notebook's given import cells
+        self.cell_source = ""
+        self._classes = {}
+
+    # --- requests -----------------------------------------------------------------------------------------
+    def request(self, op, **args):
+        reply = self._send({"op": op, "args": args})
+        if type(reply) is not dict or set(reply) not in ({"ok"}, {"error"}):
+            raise wire.WireError("内核的回复格式无法识别")
+        if "error" in reply:
+            error = reply["error"] if type(reply["error"]) is dict else {}
+            ename, evalue = str(error.get("ename", "Error"))[:100], str(error.get("evalue", ""))[:2000]
+            if ename == "AttributeError":
+                raise AttributeError(evalue)
+            raise StudentError(ename, evalue, error.get("where"))
+        return wire.decode_from_kernel(reply["ok"], self._proxy) if op != "names" else reply["ok"]
+
+    def encode(self, obj):
+        return wire.encode_for_kernel(obj, lambda x: x._id if type(x) is Remote else None)
+
+    def _proxy(self, info):
+        if type(info.get("id")) is not int or not isinstance(info.get("type"), str) \
+                or not isinstance(info.get("mro"), list):
+            raise wire.WireError("内核返回的对象引用无法识别")
+        return Remote(self, info)
+
+    def local_class(self, info):
+        """The class a proxy claims: a torch/d2l class by name, else a stand-in subclass of the first one."""
+        key = (info["type"], tuple(map(str, info["mro"])))
+        if key not in self._classes:
+            found = [c for c in map(_trusted_class, info["mro"]) if c is not None]
+            base = found[0] if found else object
+            exact = found and _trusted_class(info["type"]) is base
+            self._classes[key] = base if exact else type(info["type"].rsplit(":", 1)[-1], (base,), {})
+        return self._classes[key]
+
+    # --- what test cells use --------------------------------------------------------------------------------
+    def resolve(self, names):
+        """{name: value or proxy} for the student's names that exist in the kernel."""
+        found = self.request("names", names=sorted(names))
+        if type(found) is not dict:
+            raise wire.WireError("内核的回复格式无法识别")
+        return {name: wire.decode_from_kernel(value, self._proxy) for name, value in found.items()
+                if name in names and value != {"$missing": True}}
+
+    def define(self, definition):
+        return self.request("define", source=self._source_of(definition), name=definition.__name__)
+
+    def swap_in(self, references):
+        self.request("swap_in", references={name: [self._source_of(fn), fn.__name__]
+                                            for name, fn in references.items()})
+
+    def swap_out(self, names):
+        self.request("swap_out", names=list(names))
+
+    def forbid(self, solution_cell, names, reason):
+        used = integrity.forbidden_uses(self.student_cells, solution_cell, names, self.imports)
+        if used:
+            raise AssertionError(f"本题不允许用 {'、'.join(used)} 作答{('：' + reason) if reason else ''}")
+
+    def start_cell(self, seed):
+        """Seed the kernel's random generators, so that the student's modules start from the same weights."""
+        self.request("seed", seed=seed)
+
+    def end_cell(self):
+        """Forget the proxies of this cell (the kernel drops its references)."""
+        self.request("release")
+
+    def _source_of(self, definition):
+        """The source of a function or class defined at the top level of the running test cell."""
+        name = getattr(definition, "__name__", None)
+        tree = ast.parse(self.cell_source)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                return "\n".join(self.cell_source.splitlines()[start - 1:node.end_lineno])
+        raise TypeError(f"{name!r} 不是测试单元格顶层定义的函数或类")
+
+
+def _trusted_class(qualified):
+    """A class named `module:qualname` from an already imported trusted module, or None."""
+    module_name, _, qualname = str(qualified).partition(":")
+    if module_name.split(".")[0] not in TRUSTED_MODULES or module_name not in sys.modules:
+        return None
+    obj = sys.modules[module_name]
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+def probe_expression(request):
+    payload = base64.b64encode(wire.dumps(request).encode()).decode()
+    return f"__import__('attncourse.grading.probe', fromlist=['serve']).serve('{payload}')"
+
+
+async def kernel_request(kc, km, request, timeout, grace):
+    """Send one probe request as a user expression; return the decoded reply dict.
+
+    Raises KernelTimeout when the kernel answered the interrupt sent after `timeout` seconds, and KernelLost
+    when it died or ignored the interrupt for `grace` more seconds.
+    """
+    msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"r": probe_expression(request)})
+    reply = await _shell_reply(kc, km, msg_id, timeout)
+    if reply is None:
+        await km.interrupt_kernel()
+        if await _shell_reply(kc, km, msg_id, grace) is None:
+            raise KernelLost("ignored the interrupt")
+        await _drain(kc)
+        raise KernelTimeout()
+    await _drain(kc)
+    result = reply.get("content", {}).get("user_expressions", {}).get("r", {})
+    if result.get("status") != "ok":
+        return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
+    text = result.get("data", {}).get(probe.MIME)
+    if not isinstance(text, str) or len(text) > MAX_REPLY:
+        raise wire.WireError("内核的回复缺失或过大")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise wire.WireError("内核的回复不是合法的 JSON") from exc
+
+
+async def _shell_reply(kc, km, msg_id, timeout):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            msg = await kc.get_shell_msg(timeout=min(1.0, max(0.01, deadline - loop.time())))
+        except Empty:
+            if not await km.is_alive():
+                raise KernelLost("died") from None
+            continue
+        if msg.get("parent_header", {}).get("msg_id") == msg_id:
+            return msg
+    return None
+
+
+async def _drain(kc):
+    """Drop what the kernel printed while serving requests (it is not part of any cell's output)."""
+    while True:
+        try:
+            await kc.iopub_channel.get_msg(timeout=0)
+        except Empty:
+            return
