@@ -3,6 +3,8 @@
 A unit's catalog lives in `catalog/<assignment>.py` and defines:
 - `NOTEBOOK`: the notebook name in `source/<assignment>/` (without `.ipynb`);
 - `LECTURER`: {solution grade_id: code} — the lecturer's own d2l-style code, which must earn full marks;
+- `ALSO_CORRECT` (optional): {name: {solution grade_id: code}} — more answers that must earn full marks:
+  the code the deck teaches, a differently styled correct solution;
 - `VARIANTS`: a list of dicts, each with `id`, `mistake` (what the student got wrong), `caught_by`
   (the exact set of test-cell grade_ids that must lose points), and the change itself:
   `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
@@ -61,12 +63,15 @@ def source_notebook(root, assignment, catalog):
 
 def catalog_cases(root, assignment):
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
-    code and every variant that shows on this machine (`needs_cuda` ones only where CUDA is used)."""
+    code, the other correct answers (`correct_<name>`) and every variant that shows on this machine
+    (`needs_cuda` ones only where CUDA is used)."""
     from .demo import answered
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
     rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     cases = {"reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
+    for name, cells in getattr(catalog, "ALSO_CORRECT", {}).items():
+        cases[f"correct_{name}"] = (answered(rel, src, cells), set())
     for v in catalog.VARIANTS:
         if not v.get("needs_cuda") or uses_cuda():
             cases[f"bug_{v['id']}"] = (answered(rel, src, v.get("cells"), v.get("edits")), set(v["caught_by"]))
