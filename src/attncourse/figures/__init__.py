@@ -1,7 +1,7 @@
 """Figures for `img/`, made by code. Each unit module maps file names to functions that write them."""
 import importlib
 
-UNIT_MODULES = ["scoring", "multihead"]
+UNIT_MODULES = ["scoring", "multihead", "gqa"]
 
 
 def save(fig, path):
