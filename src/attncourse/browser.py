@@ -1,13 +1,17 @@
 """Looking at slides in a real browser: headless Chromium driven through the DevTools protocol.
 
-Used by the slide tests and by `course screenshot`. Records every request the page makes, so a test
-can prove the offline slides fetch nothing from the network.
+Used by the slide tests and by `course screenshots`. Records every request the page makes, so a test
+can prove the offline slides fetch nothing from the network. `jupyterlab()` serves a folder so that
+the browser can open its decks in RISE.
 """
 import base64
+import contextlib
 import json
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -18,6 +22,7 @@ import websocket
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--window-size=1280,800"]
+VIEWPORT = (1280, 800)  # a projector; the page gets exactly this size (the window alone leaves less)
 
 
 def find_chromium():
@@ -34,7 +39,7 @@ def free_port():
 
 
 class Browser:
-    def __init__(self, executable=None):
+    def __init__(self, executable=None, viewport=VIEWPORT):
         self.port = free_port()
         self.profile = tempfile.mkdtemp(prefix="chromium-")
         exe = executable or find_chromium()
@@ -49,6 +54,8 @@ class Browser:
         self.call("Page.enable")
         self.call("Network.enable")
         self.call("Runtime.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=viewport[0], height=viewport[1],
+                  deviceScaleFactor=1, mobile=False)
 
     def _page_ws_url(self):
         deadline = time.time() + 30
@@ -78,9 +85,12 @@ class Browser:
     def wait(self, seconds):
         """Real time passes (pages with MathJax or a RISE kernel need it); events are still collected."""
         end = time.time() + seconds
-        while time.time() < end:
+        while True:
             self.call("Runtime.evaluate", expression="1")
-            time.sleep(0.25)
+            left = end - time.time()
+            if left <= 0:
+                return
+            time.sleep(min(0.25, left))
 
     def open(self, url, settle=3.0):
         self.call("Page.navigate", url=url)
@@ -119,3 +129,27 @@ class Browser:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@contextlib.contextmanager
+def jupyterlab(root_dir):
+    """Serve `root_dir` with JupyterLab (no token, a free port) and yield its URL; decks open in RISE at
+    `<url>/rise/<path>`. JupyterLab writes checkpoints next to what it opens, so serve a scratch copy."""
+    port, home = free_port(), tempfile.mkdtemp(prefix="lab-")
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",
+                             "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root_dir}"],
+                            cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "JUPYTER_RUNTIME_DIR": home})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(home, ignore_errors=True)

@@ -38,6 +38,19 @@ def cmd_build(args):
     return 0
 
 
+def cmd_screenshots(args):
+    from .notebooks import decks
+    from .slides import screenshots
+    chosen = [d for d in decks(args.root) if not args.deck or d.stem in args.deck]
+    out = args.out or args.root / "build" / "screenshots"
+    fits = screenshots(args.root, out, chosen)
+    too_tall = [f for f in fits if not f.fits]
+    print(f"{len(fits)} 张幻灯片截图（1280×800）已写入 {out}/html/ 与 {out}/rise/")
+    for f in too_tall:
+        print(f"✘ 超出屏幕：{f}")
+    return 1 if too_tall else 0
+
+
 def main(argv=None):
     from .grading.course import use_this_environment
     use_this_environment()
@@ -55,6 +68,10 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=None, help="同时评分的学生数（默认：CPU 核数）")
     p.add_argument("--no-slides", action="store_true", help="跳过讲义执行与幻灯片")
     p.set_defaults(func=cmd_build)
+    p = sub.add_parser("screenshots", help="运行讲义，在离线 HTML 与 RISE 中为每张幻灯片截图（1280×800），列出超出屏幕的幻灯片")
+    p.add_argument("--out", type=Path, default=None, help="截图目录（默认 build/screenshots）")
+    p.add_argument("deck", nargs="*", help="只截这些讲义（文件名去掉 .ipynb），默认全部")
+    p.set_defaults(func=cmd_screenshots)
     args = parser.parse_args(argv)
     args.root = Path(args.root or find_root()).resolve()
     return args.func(args)

@@ -1,4 +1,4 @@
-"""Keeping notebooks clean: no outputs, minimal metadata, title slides from `course.toml`."""
+"""Keeping notebooks clean: no outputs, minimal metadata, title slides from `course.toml`, RISE settings in decks."""
 import json
 from pathlib import Path
 
@@ -9,8 +9,10 @@ from .config import title_slide
 KEEP_NB_METADATA = ("kernelspec", "language_info", "celltoolbar", "rise")
 KEEP_CELL_METADATA = ("slideshow", "nbgrader", "tags")
 TITLE_TAG = "course-title"
+# RISE settings written into every deck: `scroll` lets a slide that is still too tall scroll instead of being cut off.
 RISE = {"autolaunch": False, "scroll": True, "theme": "simple", "transition": "none",
         "enable_chalkboard": False, "width": "100%", "height": "100%"}
+DECKS = "notebooks"  # the folder of the lecture decks
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -47,14 +49,22 @@ def tidy(path, write=True):
     path = Path(path)
     before = path.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
-    after = dumps(stamp_title(clean(nb)))
+    nb = stamp_title(clean(nb))
+    if path.parent.name == DECKS:
+        nb.metadata["rise"] = dict(RISE)
+    after = dumps(nb)
     if write and after != before:
         path.write_text(after, encoding="utf-8")
     return after != before
 
 
+def decks(root):
+    """The lecture decks, in order."""
+    return sorted((Path(root) / DECKS).glob("*.ipynb"))
+
+
 def course_notebooks(root):
     """Notebooks the course authors: decks and assignment sources (release/ is nbgrader's output)."""
     root = Path(root)
-    return sorted(p for folder in ("notebooks", "source")
+    return sorted(p for folder in (DECKS, "source")
                   for p in (root / folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)

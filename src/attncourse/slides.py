@@ -1,7 +1,10 @@
 """Executing the decks and writing offline HTML slides (reveal.js and MathJax from local copies)."""
 import copy
+import json
 import shutil
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -66,3 +69,114 @@ def write_slides(executed_nb, deck_path, out_dir):
     target = Path(out_dir) / (Path(deck_path).stem + ".slides.html")
     target.write_text(body, encoding="utf-8")
     return target
+
+
+# --- Does every slide fit the screen? -------------------------------------------------------------------
+# Reveal.js (offline HTML and RISE alike) nests each vertical slide in its horizontal one. The walk opens
+# every slide through the URL hash with all its fragments shown (`#/h/v/99`), then measures the laid-out
+# cells: a slide fits when its content lies within the viewport, top to bottom.
+SHAPE_JS = ("JSON.stringify([...document.querySelectorAll('.reveal .slides > section')]"
+            ".map(s => Math.max(1, s.querySelectorAll(':scope > section').length)))")
+# Measure once the slide has settled: the offline slides typeset their formulas with MathJax 2 when a slide is
+# shown (RISE typesets them all at load), so wait until every formula is rendered and two measurements agree.
+MEASURE_JS = r"""(async () => {
+  const stack = document.querySelector('.reveal .slides > section.present');
+  const slide = stack.querySelector(':scope > section.present') || stack;
+  const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const measure = () => {
+    const rects = [...slide.children].map(c => c.getBoundingClientRect()).filter(r => r.height > 0);
+    return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom))};
+  };
+  const ready = () => {
+    const math = [...slide.querySelectorAll('.MathJax_CHTML')];
+    return document.fonts.status === 'loaded' && math.every(m => getComputedStyle(m).visibility === 'visible')
+           && math.length >= slide.querySelectorAll('script[type^="math/tex"]').length;
+  };
+  let last = null, now = null;
+  for (let i = 0; i < 50 && !(last && last.top === now.top && last.bottom === now.bottom); i++) {
+    await new Promise(done => setTimeout(done, 100));
+    await frame();
+    [last, now] = ready() ? [now, measure()] : [null, null];
+  }
+  const heading = slide.querySelector('h1, h2, h3');
+  return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").trim() : "", ...(now || measure()),
+                         viewport: window.innerHeight});
+})()"""
+
+
+@dataclass
+class SlideFit:
+    deck: str
+    h: int
+    v: int
+    title: str
+    top: float
+    bottom: float
+    viewport: int
+
+    @property
+    def height(self):
+        return round(self.bottom - self.top)
+
+    @property
+    def fits(self):
+        return self.top >= 0 and self.bottom <= self.viewport
+
+    def __str__(self):
+        return f"{self.deck} {self.h}/{self.v} “{self.title}”: {self.height} px (屏幕 {self.viewport} px)"
+
+
+def open_deck(browser, url, timeout=90):
+    """Open a deck and wait until reveal.js has laid out its slides (RISE needs a running JupyterLab)."""
+    browser.open(url, settle=1)
+    deadline = time.time() + timeout
+    while not browser.evaluate("document.querySelectorAll('.reveal .slides section.present').length"):
+        if time.time() > deadline:
+            raise TimeoutError(f"{url}: no slides after {timeout} s")
+        browser.wait(1)
+    browser.wait(1)
+
+
+def walk(browser, url, deck, shots=None, settle=0.05):
+    """Visit every slide of the deck at `url` with its fragments shown; returns a `SlideFit` per slide and,
+    with `shots` (a folder), saves a screenshot `<deck>-<h>-<v>.png` of each."""
+    open_deck(browser, url)
+    fits = []
+    for h, count in enumerate(json.loads(browser.evaluate(SHAPE_JS))):
+        for v in range(count):
+            browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
+            browser.wait(settle)
+            fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS))))
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                browser.screenshot(Path(shots) / f"{Path(deck).name}-{h:02d}-{v}.png")
+    return fits
+
+
+def rise_copy(root, dest, executed=None):
+    """A scratch copy of `notebooks/` (with `rise.css`) and `img/` for JupyterLab to serve; decks in
+    `executed` ({path: notebook}) are written with their outputs, as after "Run All"."""
+    for name in ("notebooks", "img"):
+        shutil.copytree(Path(root) / name, Path(dest) / name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for deck, nb in (executed or {}).items():
+        nbformat.write(nb, Path(dest) / "notebooks" / Path(deck).name)
+    return Path(dest)
+
+
+def screenshots(root, out_dir, decks):
+    """Execute `decks`, then walk every slide in the offline HTML and in RISE (JupyterLab serving the executed
+    decks), saving `<out_dir>/{html,rise}/<deck>-<h>-<v>.png`. Returns the `SlideFit`s, HTML first."""
+    from .browser import Browser, jupyterlab
+    out_dir = Path(out_dir)
+    executed = {Path(deck): execute(deck)[0] for deck in decks}
+    copy_vendor(Path(root) / "build" / "vendor" / "node_modules", out_dir / "html")
+    fits = []
+    with Browser() as browser, tempfile.TemporaryDirectory() as scratch:
+        for deck, nb in executed.items():
+            page = write_slides(nb, deck, out_dir / "html")
+            fits += walk(browser, page.as_uri(), f"html/{deck.stem}", shots=out_dir / "html")
+        with jupyterlab(rise_copy(root, scratch, executed)) as lab:
+            for deck in executed:
+                fits += walk(browser, f"{lab}/rise/notebooks/{deck.name}", f"rise/{deck.stem}", shots=out_dir / "rise")
+    return fits

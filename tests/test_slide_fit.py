@@ -1,0 +1,68 @@
+"""Every slide of every deck fits a 1280×800 projector, in the offline HTML and in RISE (headless Chromium).
+
+Each slide is measured with its fragments shown and the outputs of its code cells present: the decks are
+executed once, and JupyterLab serves the executed notebooks, as RISE shows them after "Run All".
+The check itself is tested on a synthetic deck with slides that are too tall.
+`course screenshots` walks the same slides and saves a PNG of each for a person to look at.
+"""
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from attncourse import slides
+from attncourse.browser import Browser, jupyterlab
+from attncourse.notebooks import decks
+from conftest import ROOT
+
+DECKS = decks(ROOT)
+VIEWS = ["html", "rise"]
+
+
+def _slide(source, slide_type="slide"):
+    return new_markdown_cell(source, metadata={"slideshow": {"slide_type": slide_type}})
+
+
+def synthetic_deck():
+    """Three slides: short; a list far taller than the screen; short text whose code fragment prints 60 lines."""
+    long_output = new_code_cell("for i in range(60): print(i)", metadata={"slideshow": {"slide_type": "fragment"}},
+                                outputs=[new_output("stream", name="stdout", text="".join(f"{i}\n" for i in range(60)))])
+    return new_notebook(cells=[_slide("## 短的一页\n\n- 一行"),
+                               _slide("## 太长的一页\n\n" + "".join(f"- 第 {i} 行\n" for i in range(40))),
+                               _slide("## 片段里的长输出"), long_output],
+                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, executed_decks):
+    """{(view, deck name): URL} for every deck and the synthetic one, in the offline HTML and in RISE."""
+    scratch = tmp_path_factory.mktemp("fit")
+    executed = {deck: nb for deck, (nb, _) in executed_decks.items()}
+    executed[ROOT / "notebooks" / "zz_synthetic.ipynb"] = synthetic_deck()
+    slides.copy_vendor(ROOT / "build" / "vendor" / "node_modules", scratch / "html")
+    urls = {("html", deck.stem): slides.write_slides(nb, deck, scratch / "html").as_uri()
+            for deck, nb in executed.items()}
+    with jupyterlab(slides.rise_copy(ROOT, scratch / "course", executed)) as lab:
+        urls.update({("rise", deck.stem): f"{lab}/rise/notebooks/{deck.name}" for deck in executed})
+        yield urls
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as b:
+        yield b
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_fit_check_catches_slides_that_are_too_tall(pages, browser, view):
+    fits = slides.walk(browser, pages[view, "zz_synthetic"], "zz_synthetic")
+    assert [f.fits for f in fits] == [True, False, False], [str(f) for f in fits]
+    assert fits[1].height > fits[1].viewport == 800
+
+
+@pytest.mark.parametrize("deck", DECKS, ids=[d.stem for d in DECKS])
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_slide_fits_the_screen(pages, browser, view, deck, tmp_path):
+    fits = slides.walk(browser, pages[view, deck.stem], f"{view}/{deck.stem}", shots=tmp_path)
+    assert len(fits) >= 10, f"{view}: only {len(fits)} slides"
+    too_tall = [str(f) for f in fits if not f.fits]
+    assert not too_tall, f"slides taller than 1280×800 (screenshots in {tmp_path}):\n" + "\n".join(too_tall)
