@@ -74,7 +74,8 @@ def write_slides(executed_nb, deck_path, out_dir):
 # --- Does every slide fit the screen? -------------------------------------------------------------------
 # Reveal.js (offline HTML and RISE alike) nests each vertical slide in its horizontal one. The walk opens
 # every slide through the URL hash with all its fragments shown (`#/h/v/99`), then measures the laid-out
-# cells: a slide fits when its content lies within the viewport, top to bottom.
+# cells: a slide fits when its content lies within the viewport, top to bottom, and no text or picture
+# reaches past its right edge.
 SHAPE_JS = ("JSON.stringify([...document.querySelectorAll('.reveal .slides > section')]"
             ".map(s => Math.max(1, s.querySelectorAll(':scope > section').length)))")
 # Measure once the slide has settled: the offline slides typeset their formulas with MathJax 2 when a slide is
@@ -85,7 +86,15 @@ MEASURE_JS = r"""(async () => {
   const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   const measure = () => {
     const rects = [...slide.children].map(c => c.getBoundingClientRect()).filter(r => r.height > 0);
-    return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom))};
+    // Widest text (a long code line is cut off or hidden in a scroll box) and widest picture.
+    const parts = [...slide.querySelectorAll('img, svg, canvas')].map(e => e.getBoundingClientRect());
+    const texts = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT), range = document.createRange();
+    for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+      range.selectNodeContents(t);
+      parts.push(...[...range.getClientRects()].filter(r => r.width > 0 && t.textContent.trim()));
+    }
+    return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom)),
+            right: Math.max(0, ...parts.map(r => r.right))};
   };
   const ready = () => {
     const math = [...slide.querySelectorAll('.MathJax_CHTML')];
@@ -93,14 +102,14 @@ MEASURE_JS = r"""(async () => {
            && math.length >= slide.querySelectorAll('script[type^="math/tex"]').length;
   };
   let last = null, now = null;
-  for (let i = 0; i < 50 && !(last && last.top === now.top && last.bottom === now.bottom); i++) {
+  for (let i = 0; i < 50 && !(last && JSON.stringify(last) === JSON.stringify(now)); i++) {
     await new Promise(done => setTimeout(done, 100));
     await frame();
     [last, now] = ready() ? [now, measure()] : [null, null];
   }
   const heading = slide.querySelector('h1, h2, h3');
   return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").trim() : "", ...(now || measure()),
-                         viewport: window.innerHeight});
+                         width: window.innerWidth, viewport: window.innerHeight});
 })()"""
 
 
@@ -112,6 +121,8 @@ class SlideFit:
     title: str
     top: float
     bottom: float
+    right: float
+    width: int
     viewport: int
 
     @property
@@ -120,10 +131,11 @@ class SlideFit:
 
     @property
     def fits(self):
-        return self.top >= 0 and self.bottom <= self.viewport
+        return self.top >= 0 and self.bottom <= self.viewport and self.right <= self.width
 
     def __str__(self):
-        return f"{self.deck} {self.h}/{self.v} “{self.title}”: {self.height} px (屏幕 {self.viewport} px)"
+        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，最右 {round(self.right)} px"
+                f"（屏幕 {self.width}×{self.viewport}）")
 
 
 def open_deck(browser, url, timeout=90):

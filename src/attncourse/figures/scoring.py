@@ -116,7 +116,7 @@ def masking(path):
 
     # Middle and right: which (query, key) pairs take part.
     for ax, lens, title in [(axes[1], [[2, 2], [3, 3]], "一维 valid_lens = [2, 3]\n（批量大小,）"),
-                            (axes[2], [[1, 3], [2, 4]], "二维 valid_lens = [[1, 3], [2, 4]]\n（批量大小, 查询个数）")]:
+                            (axes[2], [[1, 3], [2, 4]], "二维 valid_lens = [[1, 3], [2, 4]]\n（批量大小，查询数）")]:
         for b, per_query in enumerate(lens):
             y0 = 1.25 - b * 1.25
             ax.text(-0.15, y0 + 0.5, f"样本 {b + 1}", ha="right", va="center", fontsize=10)
