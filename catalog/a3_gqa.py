@@ -1,0 +1,646 @@
+"""Catalog of assignment 3 (KV cache and grouped-query attention): correct answers and realistic mistakes.
+
+`LECTURER` is the lecturer's own d2l-zh style code (seed 000's comment style, `repeat` on a new axis, chunks
+and loops where the reference reshapes). `ALSO_CORRECT["deck"]` is the code the unit-3 deck teaches, read from
+`notebooks/03_mqa_gqa.ipynb` when the catalog is loaded, so that it cannot drift from the deck;
+`ALSO_CORRECT["hf_style"]` is written the way Hugging Face transformers writes Llama attention (expand + reshape
+`repeat_kv`, 4-D head layout, its own eager attention, `unflatten`). Cells an answer does not cover keep the
+source solution. Each variant lists the exact test cells that must lose points (no cascade between questions).
+"""
+import ast
+import json
+from pathlib import Path
+
+NOTEBOOK = "gqa"
+
+# ---------------------------------------------------------------------------------------------------------------
+# the lecturer's code
+
+LECTURER = {
+    "repeat_kv": '''#@save
+def repeat_kv(X, n_rep):
+    """把每个键值头复制n_rep份，与同组的查询头一一对应"""
+    # 输入X的形状:(batch_size*num_kv_heads，“键－值”对的个数，num_hiddens/num_heads)
+    if n_rep == 1:
+        return X
+    # 在第1维插入新轴并复制：(batch_size*num_kv_heads，n_rep，“键－值”对的个数，num_hiddens/num_heads)
+    X = X.unsqueeze(1).repeat(1, n_rep, 1, 1)
+    # 输出X的形状:(batch_size*num_kv_heads*n_rep，“键－值”对的个数，num_hiddens/num_heads)
+    return X.reshape(-1, X.shape[2], X.shape[3])''',
+
+    "grouped_query_attention": '''#@save
+class GroupedQueryAttention(nn.Module):
+    """分组查询注意力"""
+    def __init__(self, key_size, query_size, value_size, num_hiddens,
+                 num_heads, num_kv_heads, dropout, bias=False, **kwargs):
+        super(GroupedQueryAttention, self).__init__(**kwargs)
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.attention = d2l.DotProductAttention(dropout)
+        head_size = num_hiddens // num_heads
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_kv_heads * head_size, bias=bias)
+        self.W_v = nn.Linear(value_size, num_kv_heads * head_size, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens):
+        # queries的形状:(batch_size*num_heads，查询的个数，num_hiddens/num_heads)
+        queries = transpose_qkv(self.W_q(queries), self.num_heads)
+        # keys，values的形状:(batch_size*num_kv_heads，“键－值”对的个数，num_hiddens/num_heads)
+        keys = transpose_qkv(self.W_k(keys), self.num_kv_heads)
+        values = transpose_qkv(self.W_v(values), self.num_kv_heads)
+        # 每个键值头复制给同组的num_heads/num_kv_heads个查询头
+        keys = repeat_kv(keys, self.num_heads // self.num_kv_heads)
+        values = repeat_kv(values, self.num_heads // self.num_kv_heads)
+        if valid_lens is not None:
+            # 在轴0，将每一项复制num_heads次
+            valid_lens = torch.repeat_interleave(
+                valid_lens, repeats=self.num_heads, dim=0)
+        output = self.attention(queries, keys, values, valid_lens)
+        # output_concat的形状:(batch_size，查询的个数，num_hiddens)
+        output_concat = transpose_output(output, self.num_heads)
+        return self.W_o(output_concat)''',
+
+    "kv_cache_bytes": '''#@save
+def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens,
+                   batch_size=1, bytes_per_element=2):
+    """KV缓存的字节数"""
+    # 每层、每个词元缓存键和值各num_kv_heads*head_dim个元素
+    num_elements = 2 * num_layers * num_kv_heads * head_dim
+    return num_elements * num_tokens * batch_size * bytes_per_element''',
+
+    "kv_cache": '''#@save
+class KVCache:
+    """键值缓存"""
+    def __init__(self):
+        self.keys = None
+        self.values = None
+
+    def append(self, keys, values):
+        # keys，values的形状:(batch_size*num_kv_heads，新词元的个数，num_hiddens/num_heads)
+        if self.keys is not None:
+            keys = torch.cat((self.keys, keys), dim=1)
+            values = torch.cat((self.values, values), dim=1)
+        self.keys, self.values = keys, values
+        return keys, values''',
+
+    "decode_step": '''#@save
+def decode_step(gqa, x, cache):
+    """自回归解码的一步"""
+    # x的形状:(batch_size，1，query_size)
+    n_rep = gqa.num_heads // gqa.num_kv_heads
+    queries = transpose_qkv(gqa.W_q(x), gqa.num_heads)
+    keys = transpose_qkv(gqa.W_k(x), gqa.num_kv_heads)
+    values = transpose_qkv(gqa.W_v(x), gqa.num_kv_heads)
+    # 缓存里只存num_kv_heads个头
+    keys, values = cache.append(keys, values)
+    output = gqa.attention(queries, repeat_kv(keys, n_rep),
+                           repeat_kv(values, n_rep), None)
+    output_concat = transpose_output(output, gqa.num_heads)
+    return gqa.W_o(output_concat)''',
+
+    "mha_to_gqa": '''#@save
+def mha_to_gqa(mha, num_kv_heads):
+    """把多头注意力转换为分组查询注意力：每组键头、值头的投影取平均"""
+    num_heads = mha.num_heads
+    group_size = num_heads // num_kv_heads
+    gqa = GroupedQueryAttention(mha.W_k.in_features, mha.W_q.in_features,
+                                mha.W_v.in_features, mha.W_q.out_features,
+                                num_heads, num_kv_heads, dropout=0,
+                                bias=mha.W_q.bias is not None)
+    gqa.to(mha.W_q.weight.device, mha.W_q.weight.dtype)
+    gqa.W_q.load_state_dict(mha.W_q.state_dict())
+    gqa.W_o.load_state_dict(mha.W_o.state_dict())
+    with torch.no_grad():
+        for gqa_layer, mha_layer in zip((gqa.W_k, gqa.W_v), (mha.W_k, mha.W_v)):
+            # 按头切块，每组group_size块取平均
+            heads = mha_layer.weight.chunk(num_heads, dim=0)
+            groups = [torch.stack(heads[i * group_size:(i + 1) * group_size]).mean(dim=0)
+                      for i in range(num_kv_heads)]
+            gqa_layer.weight.copy_(torch.cat(groups, dim=0))
+            if mha_layer.bias is not None:
+                heads = mha_layer.bias.chunk(num_heads)
+                groups = [torch.stack(heads[i * group_size:(i + 1) * group_size]).mean(dim=0)
+                          for i in range(num_kv_heads)]
+                gqa_layer.bias.copy_(torch.cat(groups))
+    return gqa''',
+
+    "gqa_to_mha": '''#@save
+def gqa_to_mha(gqa):
+    """把分组查询注意力写成多头注意力：每个键值头的投影复制给同组的每个头"""
+    num_heads, num_kv_heads = gqa.num_heads, gqa.num_kv_heads
+    group_size = num_heads // num_kv_heads
+    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features,
+                             gqa.W_v.in_features, gqa.W_q.out_features,
+                             num_heads, 0, bias=gqa.W_q.bias is not None)
+    mha.to(gqa.W_q.weight.device, gqa.W_q.weight.dtype)
+    mha.W_q.load_state_dict(gqa.W_q.state_dict())
+    mha.W_o.load_state_dict(gqa.W_o.state_dict())
+    with torch.no_grad():
+        for mha_layer, gqa_layer in zip((mha.W_k, mha.W_v), (gqa.W_k, gqa.W_v)):
+            # 第i个头用第i//group_size个键值头那一块
+            heads = gqa_layer.weight.chunk(num_kv_heads, dim=0)
+            mha_layer.weight.copy_(torch.cat([heads[i // group_size] for i in range(num_heads)]))
+            if gqa_layer.bias is not None:
+                heads = gqa_layer.bias.chunk(num_kv_heads)
+                mha_layer.bias.copy_(torch.cat([heads[i // group_size] for i in range(num_heads)]))
+    return mha''',
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# the deck's code, read from the deck
+
+DECK = Path("notebooks") / "03_mqa_gqa.ipynb"
+DECK_CELLS = {"repeat_kv": "repeat_kv", "GroupedQueryAttention": "grouped_query_attention",
+              "kv_cache_bytes": "kv_cache_bytes", "KVCache": "kv_cache", "decode_step": "decode_step",
+              "mha_to_gqa": "mha_to_gqa"}
+
+
+def deck_answers():
+    """{solution grade_id: code} of the definitions the deck teaches (the last one of a name wins: the deck
+    defines `decode_step` for MHA first and for GQA later). Empty when the deck is not there."""
+    deck = next((root / DECK for root in (Path(__file__).resolve().parents[1], Path.cwd())
+                 if (root / DECK).is_file()), None)
+    if deck is None:
+        return {}
+    found = {}
+    for cell in json.loads(deck.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # IPython magics
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in DECK_CELLS:
+                found[DECK_CELLS[node.name]] = ast.get_source_segment(source, node)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a correct answer in the style of Hugging Face transformers (modeling_llama.py)
+
+HF_STYLE = {
+    "repeat_kv": '''def repeat_kv(X, n_rep):
+    """同 transformers 的 repeat_kv：expand 出一个新轴再 reshape，不复制内存直到 reshape。"""
+    rows, seq_len, head_dim = X.shape
+    if n_rep == 1:
+        return X
+    X = X[:, None, :, :].expand(rows, n_rep, seq_len, head_dim)
+    return X.reshape(rows * n_rep, seq_len, head_dim)''',
+
+    "grouped_query_attention": '''class EagerAttention(nn.Module):
+    """softmax(Q K^T * scaling + 掩码) V；softmax 在 float32 中计算，保存 attention_weights。"""
+    def __init__(self, dropout):
+        super().__init__()
+        self.p = dropout
+
+    def forward(self, query, key, value, keep=None):
+        scaling = query.shape[-1] ** -0.5
+        attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
+        if keep is not None:
+            attn_weights = attn_weights.masked_fill(~keep, torch.finfo(attn_weights.dtype).min)
+        attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+        self.attention_weights = attn_weights
+        attn_weights = F.dropout(attn_weights, p=self.p, training=self.training)
+        return torch.matmul(attn_weights, value)
+
+
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, key_size, query_size, value_size, num_hiddens,
+                 num_heads, num_kv_heads, dropout, bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = num_hiddens // num_heads
+        self.num_key_value_groups = num_heads // num_kv_heads
+        self.W_q = nn.Linear(query_size, num_heads * self.head_dim, bias=bias)
+        self.W_k = nn.Linear(key_size, num_kv_heads * self.head_dim, bias=bias)
+        self.W_v = nn.Linear(value_size, num_kv_heads * self.head_dim, bias=bias)
+        self.W_o = nn.Linear(num_heads * self.head_dim, num_hiddens, bias=bias)
+        self.attention = EagerAttention(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        bsz, q_len, _ = queries.shape
+        kv_len = keys.shape[1]
+        query_states = self.W_q(queries).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        key_states = self.W_k(keys).view(bsz, kv_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        value_states = self.W_v(values).view(bsz, kv_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        # (bsz, 头数, 个数, head_dim) -> (bsz*头数, 个数, head_dim)
+        query_states = query_states.reshape(bsz * self.num_heads, q_len, self.head_dim)
+        key_states = repeat_kv(key_states.reshape(bsz * self.num_kv_heads, kv_len, self.head_dim),
+                               self.num_key_value_groups)
+        value_states = repeat_kv(value_states.reshape(bsz * self.num_kv_heads, kv_len, self.head_dim),
+                                 self.num_key_value_groups)
+        keep = None
+        if valid_lens is not None:
+            lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(bsz, q_len)
+            keep = torch.arange(kv_len, device=queries.device) < lens[:, :, None]
+            keep = keep.repeat_interleave(self.num_heads, dim=0)
+        attn_output = self.attention(query_states, key_states, value_states, keep)
+        attn_output = attn_output.view(bsz, self.num_heads, q_len, self.head_dim).transpose(1, 2)
+        return self.W_o(attn_output.reshape(bsz, q_len, -1))''',
+
+    "kv_cache_bytes": '''def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    per_token = 2 * num_layers * num_kv_heads * head_dim * bytes_per_element  # K 与 V
+    return per_token * num_tokens * batch_size''',
+
+    "kv_cache": '''class KVCache:
+    """只有一层的 DynamicCache：update 叫作 append。"""
+    def __init__(self):
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+
+    def append(self, keys, values):
+        if self.keys is None:
+            self.keys = keys
+            self.values = values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=-2)
+            self.values = torch.cat([self.values, values], dim=-2)
+        return self.keys, self.values''',
+
+    "decode_step": '''def decode_step(gqa, x, cache):
+    bsz = x.shape[0]
+    num_heads, num_kv_heads = gqa.num_heads, gqa.num_kv_heads
+    head_dim = gqa.W_q.out_features // num_heads
+    query_states = gqa.W_q(x).view(bsz, 1, num_heads, head_dim).transpose(1, 2)
+    key_states = gqa.W_k(x).view(bsz, 1, num_kv_heads, head_dim).transpose(1, 2)
+    value_states = gqa.W_v(x).view(bsz, 1, num_kv_heads, head_dim).transpose(1, 2)
+    keys, values = cache.append(key_states.reshape(bsz * num_kv_heads, 1, head_dim),
+                                value_states.reshape(bsz * num_kv_heads, 1, head_dim))
+    # (bsz*num_kv_heads, t, head_dim) -> (bsz, num_heads, t, head_dim)
+    groups = num_heads // num_kv_heads
+    keys = keys.reshape(bsz, num_kv_heads, 1, -1, head_dim).expand(-1, -1, groups, -1, -1)
+    values = values.reshape(bsz, num_kv_heads, 1, -1, head_dim).expand(-1, -1, groups, -1, -1)
+    keys = keys.reshape(bsz, num_heads, -1, head_dim)
+    values = values.reshape(bsz, num_heads, -1, head_dim)
+    attn_weights = torch.matmul(query_states, keys.transpose(2, 3)) * head_dim ** -0.5
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    attn_output = torch.matmul(attn_weights, values).transpose(1, 2).reshape(bsz, 1, -1)
+    return gqa.W_o(attn_output)''',
+
+    "mha_to_gqa": '''import copy
+
+
+def mha_to_gqa(mha, num_kv_heads):
+    head_dim = mha.W_q.out_features // mha.num_heads
+    gqa = GroupedQueryAttention(mha.W_k.in_features, mha.W_q.in_features, mha.W_v.in_features,
+                                mha.W_q.out_features, mha.num_heads, num_kv_heads, 0.0,
+                                bias=mha.W_k.bias is not None).to(mha.W_k.weight)
+    gqa.W_q = copy.deepcopy(mha.W_q)
+    gqa.W_o = copy.deepcopy(mha.W_o)
+    with torch.no_grad():
+        for dst, src in ((gqa.W_k, mha.W_k), (gqa.W_v, mha.W_v)):
+            dst.weight.copy_(src.weight.unflatten(0, (num_kv_heads, -1, head_dim)).mean(1).flatten(0, 1))
+            if src.bias is not None:
+                dst.bias.copy_(src.bias.unflatten(0, (num_kv_heads, -1, head_dim)).mean(1).flatten())
+    return gqa''',
+
+    "gqa_to_mha": '''def gqa_to_mha(gqa):
+    n_rep = gqa.num_heads // gqa.num_kv_heads
+    head_dim = gqa.W_q.out_features // gqa.num_heads
+    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
+                             gqa.num_heads, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
+
+    def expand(t):
+        t = t.unflatten(0, (gqa.num_kv_heads, 1, head_dim))
+        return t.expand(-1, n_rep, *t.shape[2:]).flatten(0, 2)
+
+    with torch.no_grad():
+        mha.W_q.load_state_dict(gqa.W_q.state_dict())
+        mha.W_o.load_state_dict(gqa.W_o.state_dict())
+        for dst, src in ((mha.W_k, gqa.W_k), (mha.W_v, gqa.W_v)):
+            dst.weight.copy_(expand(src.weight))
+            if src.bias is not None:
+                dst.bias.copy_(expand(src.bias))
+    return mha''',
+}
+
+ALSO_CORRECT = {"hf_style": HF_STYLE}
+_DECK = deck_answers()
+if _DECK:
+    ALSO_CORRECT["deck"] = _DECK
+
+# ---------------------------------------------------------------------------------------------------------------
+# mistakes
+
+# A student who writes the attention by hand instead of using d2l.DotProductAttention (correct as written here;
+# the variants below break one thing in it).
+_OWN_ATTENTION = '''class ScaledDotProduct(nn.Module):
+    """softmax(Q K^T / sqrt(scale_dim)) V，用 einsum 写。"""
+    def __init__(self, dropout, scale_dim):
+        super().__init__()
+        self.scale_dim = scale_dim
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.einsum("bqd,bkd->bqk", queries, keys) / math.sqrt(self.scale_dim)
+        if valid_lens is not None:
+            lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+            keep = torch.arange(keys.shape[1], device=keys.device) < lens[..., None]
+            scores = scores.masked_fill(~keep, float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return torch.einsum("bqk,bkd->bqd", self.dropout(self.attention_weights), values)
+
+
+'''
+
+
+def _own(*pairs):
+    """Edits of the reference GroupedQueryAttention that swap in ScaledDotProduct, then `pairs`."""
+    return {"grouped_query_attention": [
+        ("class GroupedQueryAttention(nn.Module):", _OWN_ATTENTION + "class GroupedQueryAttention(nn.Module):"),
+        ("self.attention = d2l.DotProductAttention(dropout)",
+         "self.attention = ScaledDotProduct(dropout, num_hiddens // num_heads)"),
+        *pairs]}
+
+
+# GroupedQueryAttention.forward with the shortcuts the text forbids
+_SDPA_FORWARD = '''    def forward(self, queries, keys, values, valid_lens):
+        B, nq, nk = queries.shape[0], queries.shape[1], keys.shape[1]
+        q = self.W_q(queries).reshape(B, nq, self.num_heads, -1).transpose(1, 2)
+        k = self.W_k(keys).reshape(B, nk, self.num_kv_heads, -1).transpose(1, 2)
+        v = self.W_v(values).reshape(B, nk, self.num_kv_heads, -1).transpose(1, 2)
+        keep = None
+        if valid_lens is not None:
+            lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(B, nq)
+            keep = (torch.arange(nk, device=keys.device) < lens[..., None])[:, None]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+        return self.W_o(out.transpose(1, 2).reshape(B, nq, -1))'''
+_GQA_FORWARD = '''    def forward(self, queries, keys, values, valid_lens):
+        ### BEGIN SOLUTION'''
+
+
+def _sdpa(*pairs):
+    """Edits of the reference GroupedQueryAttention whose forward calls F.scaled_dot_product_attention."""
+    return [(_GQA_FORWARD, _SDPA_FORWARD + "\n\n    def old_forward(self, queries, keys, values, valid_lens):\n"
+             "        ### BEGIN SOLUTION"), *pairs]
+
+
+_TORCH_MHA_SHORTCUT = '''        if self.num_kv_heads == self.num_heads and valid_lens is None and self.W_q.bias is None:
+            # g = h 时就是多头注意力：直接用 PyTorch 的实现
+            torch_mha = nn.MultiheadAttention(self.W_q.out_features, self.num_heads, bias=False, batch_first=True,
+                                              kdim=self.W_k.in_features, vdim=self.W_v.in_features).to(queries)
+            with torch.no_grad():
+                torch_mha.q_proj_weight.copy_(self.W_q.weight)
+                torch_mha.k_proj_weight.copy_(self.W_k.weight)
+                torch_mha.v_proj_weight.copy_(self.W_v.weight)
+                torch_mha.out_proj.weight.copy_(self.W_o.weight)
+            return torch_mha(queries, keys, values, need_weights=False)[0]
+        n_rep = self.num_heads // self.num_kv_heads'''
+
+_GQA_ALL = {"test_gqa_shapes", "test_gqa_forward", "test_gqa_valid_lens"}
+_DECODE_APPEND = ("keys, values = cache.append(transpose_qkv(gqa.W_k(x), gqa.num_kv_heads),\n"
+                  "                                transpose_qkv(gqa.W_v(x), gqa.num_kv_heads))")
+_DECODE_ATTEND = "output = gqa.attention(queries, repeat_kv(keys, n_rep), repeat_kv(values, n_rep), None)"
+_DROP_BIAS_COPY = ("            if old.bias is not None:\n"
+                   "                new.bias.copy_({}(old.bias))\n")
+
+VARIANTS = [
+    # ---- question 1: repeat_kv
+    {"id": "repeat_tiled",
+     "mistake": "repeat_kv 用 repeat 平铺而不是 repeat_interleave：查询头 i 拿到键值头 i % g，批量大于 1 时还串了样本",
+     "edits": {"repeat_kv": [("return torch.repeat_interleave(X, repeats=n_rep, dim=0)", "return X.repeat(n_rep, 1, 1)")]},
+     "caught_by": {"test_repeat_kv"}},
+    {"id": "repeat_token_dim",
+     "mistake": "repeat_kv 沿第 1 维（词元维）复制，而不是沿头所在的第 0 维",
+     "edits": {"repeat_kv": [("repeats=n_rep, dim=0)", "repeats=n_rep, dim=1)")]},
+     "caught_by": {"test_repeat_kv"}},
+    # ---- question 2: GroupedQueryAttention
+    {"id": "seed001_kv_width",
+     "mistake": "照搬一份流传的教程：键值头的维度取 num_hiddens // num_kv_heads，W_k、W_v 与查询一样宽，g < h 时打分的矩阵乘法失败",
+     "edits": {"grouped_query_attention": [("num_kv_heads * (num_hiddens // num_heads)",
+                                            "num_kv_heads * (num_hiddens // num_kv_heads)")]},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_tiles_kv",
+     "mistake": "forward 里不调用 repeat_kv，自己用 repeat 平铺键和值",
+     "edits": {"grouped_query_attention": [
+         ("keys = repeat_kv(transpose_qkv(self.W_k(keys), self.num_kv_heads), n_rep)",
+          "keys = transpose_qkv(self.W_k(keys), self.num_kv_heads).repeat(n_rep, 1, 1)"),
+         ("values = repeat_kv(transpose_qkv(self.W_v(values), self.num_kv_heads), n_rep)",
+          "values = transpose_qkv(self.W_v(values), self.num_kv_heads).repeat(n_rep, 1, 1)")]},
+     "caught_by": {"test_gqa_forward", "test_gqa_valid_lens"}},
+    {"id": "valid_lens_kv_heads",
+     "mistake": "valid_lens 只复制 num_kv_heads 次（以为它跟着键值头走），g < h 时与批量维度对不上",
+     "edits": {"grouped_query_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_kv_heads, dim=0)")]},
+     "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "valid_lens_tiled",
+     "mistake": "用 repeat 而不是 repeat_interleave 扩展 valid_lens（批量为 1 或长度相同时看不出来）",
+     "edits": {"grouped_query_attention": [
+         ("valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)",
+          "valid_lens = valid_lens.repeat(self.num_heads)")]},
+     "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "valid_lens_2d_flattened",
+     "mistake": "repeat_interleave 没写 dim=0：二维 valid_lens 被展平，只在一维时正确",
+     "edits": {"grouped_query_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads)")]},
+     "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "gqa_forgets_W_o",
+     "mistake": "忘了输出投影 W_o，直接返回拼接结果",
+     "edits": {"grouped_query_attention": [("return self.W_o(transpose_output(output, self.num_heads))",
+                                            "return transpose_output(output, self.num_heads)")]},
+     "caught_by": {"test_gqa_forward", "test_gqa_valid_lens"}},
+    {"id": "gqa_bias_always_on",
+     "mistake": "构造全连接层时没有传 bias=bias，线性层总带偏置",
+     "edits": {"grouped_query_attention": [
+         ("nn.Linear(query_size, num_hiddens, bias=bias)", "nn.Linear(query_size, num_hiddens)"),
+         ("nn.Linear(key_size, kv_hiddens, bias=bias)", "nn.Linear(key_size, kv_hiddens)"),
+         ("nn.Linear(value_size, kv_hiddens, bias=bias)", "nn.Linear(value_size, kv_hiddens)"),
+         ("nn.Linear(num_hiddens, num_hiddens, bias=bias)", "nn.Linear(num_hiddens, num_hiddens)")]},
+     "caught_by": {"test_gqa_shapes"}},
+    {"id": "own_attention_correct",
+     "mistake": "（不是错误）自己写缩放点积注意力而不用 d2l.DotProductAttention：应得满分",
+     "edits": _own(),
+     "caught_by": set()},
+    {"id": "scale_by_kv_width",
+     "mistake": "自己写的注意力按 sqrt(num_kv_heads*d)（W_k 的输出维度）而不是 sqrt(d) 缩放",
+     "edits": _own(("ScaledDotProduct(dropout, num_hiddens // num_heads)", "ScaledDotProduct(dropout, kv_hiddens)")),
+     "caught_by": {"test_gqa_forward", "test_gqa_valid_lens"}},
+    {"id": "scale_by_num_hiddens",
+     "mistake": "自己写的注意力按 sqrt(num_hiddens) 而不是每个头的维度缩放",
+     "edits": _own(("ScaledDotProduct(dropout, num_hiddens // num_heads)", "ScaledDotProduct(dropout, num_hiddens)")),
+     "caught_by": {"test_gqa_forward", "test_gqa_valid_lens"}},
+    {"id": "dropout_ignores_eval",
+     "mistake": "自己写的注意力用 F.dropout(x, p) 而不是 nn.Dropout：eval() 下仍在暂退",
+     "edits": _own(("self.dropout(self.attention_weights)", "F.dropout(self.attention_weights, self.dropout.p)")),
+     "caught_by": {"test_gqa_forward"}},
+    {"id": "attention_weights_not_stored",
+     "mistake": "自己写的注意力没有把权重存进 self.attention_weights",
+     "edits": _own(("self.attention_weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-1)"),
+                   ("self.dropout(self.attention_weights)", "self.dropout(weights)")),
+     "caught_by": {"test_gqa_shapes"}},
+    {"id": "mask_built_on_cpu",
+     "mistake": "自己写的注意力在 forward 中用 torch.arange(n) 在 CPU 上构造掩码（只在 GPU 上出错）",
+     "needs_cuda": True,
+     "edits": _own(("torch.arange(keys.shape[1], device=keys.device)", "torch.arange(keys.shape[1])")),
+     "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "gqa_sdpa_enable_gqa",
+     "mistake": "用题目禁止的 F.scaled_dot_product_attention(..., enable_gqa=True) 作答",
+     "edits": {"grouped_query_attention": _sdpa()},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_sdpa_alias",
+     "mistake": "给 F.scaled_dot_product_attention 起个别名，自己复制键值头后再调用（不写 enable_gqa）",
+     "edits": {"grouped_query_attention": _sdpa(
+         ("class GroupedQueryAttention(nn.Module):",
+          "attend = F.scaled_dot_product_attention\n\n\nclass GroupedQueryAttention(nn.Module):"),
+         ("out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)",
+          "n_rep = self.num_heads // self.num_kv_heads\n"
+          "        out = attend(q, k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1), attn_mask=keep)"))},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_sdpa_wrapped_elsewhere",
+     "mistake": "把 torch.nn.functional.scaled_dot_product_attention 包在另一个单元格的函数里，再从 forward 调用",
+     "edits": {"repeat_kv": [("    ### END SOLUTION",
+                              "\n\ndef attend(q, k, v, keep):\n"
+                              "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n"
+                              "    ### END SOLUTION")],
+               "grouped_query_attention": _sdpa(
+                   ("out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)",
+                    "n_rep = self.num_heads // self.num_kv_heads\n"
+                    "        out = attend(q, k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1), keep)"))},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_torch_mha_shortcut",
+     "mistake": "num_kv_heads = num_heads 时改用题目禁止的 nn.MultiheadAttention",
+     "edits": {"grouped_query_attention": [("        n_rep = self.num_heads // self.num_kv_heads", _TORCH_MHA_SHORTCUT)]},
+     "caught_by": _GQA_ALL},
+    # ---- question 3: kv_cache_bytes
+    {"id": "bytes_no_factor_2",
+     "mistake": "字节数忘了乘 2：只算了键，没算值",
+     "edits": {"kv_cache_bytes": [("return 2 * num_layers", "return num_layers")]},
+     "caught_by": {"test_kv_cache_bytes"}},
+    {"id": "bytes_no_layers",
+     "mistake": "字节数忘了乘层数（每一层都有自己的缓存）",
+     "edits": {"kv_cache_bytes": [("2 * num_layers * num_kv_heads", "2 * num_kv_heads")]},
+     "caught_by": {"test_kv_cache_bytes"}},
+    {"id": "bytes_no_batch",
+     "mistake": "字节数忘了乘批量大小",
+     "edits": {"kv_cache_bytes": [("num_tokens * batch_size * bytes_per_element", "num_tokens * bytes_per_element")]},
+     "caught_by": {"test_kv_cache_bytes"}},
+    {"id": "bytes_in_kib",
+     "mistake": "返回 KiB 而不是字节（除以 1024，得到浮点数）",
+     "edits": {"kv_cache_bytes": [("* batch_size * bytes_per_element", "* batch_size * bytes_per_element / 1024")]},
+     "caught_by": {"test_kv_cache_bytes"}},
+    # ---- question 4: KVCache and decode_step
+    {"id": "cache_cat_dim0",
+     "mistake": "KVCache 沿第 0 维拼接：把新词元当成了新的头",
+     "edits": {"kv_cache": [("torch.cat([self.keys, keys], dim=1)", "torch.cat([self.keys, keys], dim=0)"),
+                            ("torch.cat([self.values, values], dim=1)", "torch.cat([self.values, values], dim=0)")]},
+     "caught_by": {"test_kv_cache"}},
+    {"id": "cache_returns_new_only",
+     "mistake": "append 存下了全部内容，却只返回这一步的键和值",
+     "edits": {"kv_cache": [("return self.keys, self.values", "return keys, values")]},
+     "caught_by": {"test_kv_cache"}},
+    {"id": "cache_shared_between_objects",
+     "mistake": "缓存的列表放在类属性里：所有 KVCache 对象共用一份",
+     "cells": {"kv_cache": '''class KVCache:
+    """键值缓存"""
+    parts = {"keys": [], "values": []}
+
+    def __init__(self):
+        self.keys, self.values = None, None
+
+    def append(self, keys, values):
+        self.parts["keys"].append(keys)
+        self.parts["values"].append(values)
+        self.keys = torch.cat(self.parts["keys"], dim=1)
+        self.values = torch.cat(self.parts["values"], dim=1)
+        return self.keys, self.values'''},
+     "caught_by": {"test_kv_cache"}},
+    {"id": "decode_caches_repeated",
+     "mistake": "先用 repeat_kv 复制再放进缓存：缓存存了 num_heads 个头，GQA 省下的显存又花掉了（输出仍然正确）",
+     "edits": {"decode_step": [
+         (_DECODE_APPEND,
+          "keys, values = cache.append(repeat_kv(transpose_qkv(gqa.W_k(x), gqa.num_kv_heads), n_rep),\n"
+          "                                repeat_kv(transpose_qkv(gqa.W_v(x), gqa.num_kv_heads), n_rep))"),
+         (_DECODE_ATTEND, "output = gqa.attention(queries, keys, values, None)")]},
+     "caught_by": {"test_decode_cache"}},
+    {"id": "decode_caches_inputs",
+     "mistake": "缓存里存未投影的输入 x，每一步把全部词元重新投影（输出正确，但没有省下计算）",
+     "edits": {"decode_step": [
+         (_DECODE_APPEND,
+          "inputs, _ = cache.append(x, x)\n"
+          "    keys = transpose_qkv(gqa.W_k(inputs), gqa.num_kv_heads)\n"
+          "    values = transpose_qkv(gqa.W_v(inputs), gqa.num_kv_heads)")]},
+     "caught_by": {"test_decode_cache"}},
+    {"id": "decode_caches_before_split",
+     "mistake": "缓存里存拆头之前的 W_k(x)、W_v(x)，取出后再拆头（输出正确，缓存的排列与题目规定的不同）",
+     "edits": {"decode_step": [
+         (_DECODE_APPEND,
+          "keys, values = cache.append(gqa.W_k(x), gqa.W_v(x))\n"
+          "    keys, values = transpose_qkv(keys, gqa.num_kv_heads), transpose_qkv(values, gqa.num_kv_heads)")]},
+     "caught_by": {"test_decode_cache"}},
+    {"id": "decode_forgets_W_o",
+     "mistake": "decode_step 忘了输出投影 W_o",
+     "edits": {"decode_step": [("return gqa.W_o(transpose_output(output, gqa.num_heads))",
+                                "return transpose_output(output, gqa.num_heads)")]},
+     "caught_by": {"test_decode_step"}},
+    {"id": "decode_newest_token_only",
+     "mistake": "新词元的查询只看它自己的键和值，没有看缓存中的旧词元",
+     "edits": {"decode_step": [(_DECODE_ATTEND,
+                                "output = gqa.attention(queries, repeat_kv(keys[:, -1:], n_rep), "
+                                "repeat_kv(values[:, -1:], n_rep), None)")]},
+     "caught_by": {"test_decode_step"}},
+    {"id": "decode_tiles_kv",
+     "mistake": "decode_step 里自己用 repeat 平铺缓存中的键和值",
+     "edits": {"decode_step": [("repeat_kv(keys, n_rep), repeat_kv(values, n_rep)",
+                                "keys.repeat(n_rep, 1, 1), values.repeat(n_rep, 1, 1)")]},
+     "caught_by": {"test_decode_step"}},
+    {"id": "decode_sdpa_enable_gqa",
+     "mistake": "decode_step 用题目禁止的 F.scaled_dot_product_attention(..., enable_gqa=True)",
+     "edits": {"decode_step": [
+         (_DECODE_ATTEND,
+          "B = x.shape[0]\n"
+          "    q = queries.reshape(B, gqa.num_heads, 1, -1)\n"
+          "    k = keys.reshape(B, gqa.num_kv_heads, keys.shape[1], -1)\n"
+          "    v = values.reshape(B, gqa.num_kv_heads, values.shape[1], -1)\n"
+          "    output = F.scaled_dot_product_attention(q, k, v, enable_gqa=True).reshape(B * gqa.num_heads, 1, -1)")]},
+     "caught_by": {"test_decode_step", "test_decode_cache"}},
+    # ---- question 5: mha_to_gqa
+    {"id": "pool_strided",
+     "mistake": "按间隔而不是相邻分组取平均：第 k 组用了头 k, k+g, k+2g, …",
+     "edits": {"mha_to_gqa": [("t.reshape(num_kv_heads, n_rep, d, *t.shape[1:]).mean(dim=1)",
+                               "t.reshape(n_rep, num_kv_heads, d, *t.shape[1:]).mean(dim=0)")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    {"id": "pool_sum",
+     "mistake": "组内求和而不是取平均",
+     "edits": {"mha_to_gqa": [(".mean(dim=1)", ".sum(dim=1)")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    {"id": "pool_first_head",
+     "mistake": "每组只保留第一个头（不取平均）",
+     "edits": {"mha_to_gqa": [(".mean(dim=1)", "[:, 0]")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    {"id": "pool_drops_bias",
+     "mistake": "只对权重取平均，W_k、W_v 的偏置留着随机初始值",
+     "edits": {"mha_to_gqa": [(_DROP_BIAS_COPY.format("pool"), "")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    {"id": "pool_shares_layers",
+     "mistake": "W_q、W_o 直接用 mha 的模块而不是复制：两个模型共享参数，继续训练 GQA 会改动原模型",
+     "edits": {"mha_to_gqa": [("gqa.W_q.load_state_dict(mha.W_q.state_dict())\n"
+                               "        gqa.W_o.load_state_dict(mha.W_o.state_dict())",
+                               "gqa.W_q, gqa.W_o = mha.W_q, mha.W_o")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    {"id": "pool_ignores_dtype",
+     "mistake": "新模块留在默认的 float32（和 CPU）上，没有跟随 mha 的数据类型与设备",
+     "edits": {"mha_to_gqa": [("    gqa = gqa.to(device=mha.W_q.weight.device, dtype=mha.W_q.weight.dtype)\n", "")]},
+     "caught_by": {"test_mha_to_gqa"}},
+    # ---- question 6: gqa_to_mha
+    {"id": "expand_tiled",
+     "mistake": "展开键值头时平铺（repeat）而不是紧挨着复制：头 i 拿到键值头 i % g",
+     "edits": {"gqa_to_mha": [("torch.repeat_interleave(blocks, n_rep, dim=0)",
+                               "blocks.repeat(n_rep, *[1] * (blocks.dim() - 1))")]},
+     "caught_by": {"test_gqa_to_mha"}},
+    {"id": "expand_rows",
+     "mistake": "对权重的每一行做 repeat_interleave，而不是对每个头的 d 行一整块（d = 1 时看不出来）",
+     "edits": {"gqa_to_mha": [("blocks = t.reshape(num_kv_heads, d, *t.shape[1:])\n"
+                               "        return torch.repeat_interleave(blocks, n_rep, dim=0).reshape(num_heads * d, *t.shape[1:])",
+                               "return torch.repeat_interleave(t, n_rep, dim=0)")]},
+     "caught_by": {"test_gqa_to_mha"}},
+    {"id": "expand_divided",
+     "mistake": "以为展开是平均池化的逆运算，把复制出的每一块除以 n_rep",
+     "edits": {"gqa_to_mha": [(".reshape(num_heads * d, *t.shape[1:])", ".reshape(num_heads * d, *t.shape[1:]) / n_rep")]},
+     "caught_by": {"test_gqa_to_mha"}},
+    {"id": "expand_drops_bias",
+     "mistake": "只展开权重，W_k、W_v 的偏置留着随机初始值",
+     "edits": {"gqa_to_mha": [(_DROP_BIAS_COPY.format("expand"), "")]},
+     "caught_by": {"test_gqa_to_mha"}},
+]
