@@ -13,6 +13,7 @@ from nbgrader.converters import Autograde
 from .course import coursedir, kernel_env
 from .execution import TURN, failure_reason, review_flags, start_submission
 from .preload import preloaded_kernels
+from .sandbox import Sandbox
 
 
 @dataclass
@@ -103,16 +104,38 @@ def grade_one(cfg, assignment, student, force=False):
                    pending)
 
 
+class SandboxUnavailable(RuntimeError):
+    """`c.Sandbox.mode = 'required'` and no sandbox can be made here."""
+
+
+def sandbox_for(cfg, progress):
+    """The Sandbox settings to grade with, or None (after a loud warning) where none can be made."""
+    settings = Sandbox(config=cfg)
+    if settings.mode == "off":
+        progress("⚠ 警告：沙箱已关闭（c.Sandbox.mode = 'off'），学生代码以评分者的身份和权限运行。")
+        return None
+    problem = settings.problem()
+    if not problem:
+        return settings
+    if settings.mode == "required":
+        raise SandboxUnavailable(f"无法建立评分沙箱：{problem}")
+    progress(f"⚠ 警告：无法建立评分沙箱（{problem}）。学生代码将以评分者的身份和权限运行，"
+             "能读取课程文件与成绩库；正式评分请在 Linux 上以 root 运行并安装 bubblewrap。")
+    return None
+
+
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
     """Autograde every (assignment, student) pair; returns their Outcomes in input order.
 
-    `preload`: kernels start as forks of a process that has imported torch and d2l (see preload.py).
+    `preload`: kernels start as forks of a process that has imported torch and d2l (see preload.py);
+    each kernel is sandboxed (sandbox.py) unless no sandbox can be made here or `preload` is False.
     """
+    sandbox = sandbox_for(cfg, progress) if preload else None
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
     try:
-        with preloaded_kernels(progress) if preload else nullcontext(), \
+        with preloaded_kernels(progress, sandbox) if preload else nullcontext(), \
                 ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(grade_one, cfg, a, s, force): (a, s) for a, s in pairs}
             for done, future in enumerate(as_completed(futures), 1):

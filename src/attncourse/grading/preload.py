@@ -1,13 +1,15 @@
-"""Grading kernels that start with torch and d2l already imported.
+"""Grading kernels that start with torch and d2l already imported, each in a sandbox of its own.
 
 Importing torch and d2l costs every grading kernel about 4 s of CPU, more than the tests themselves.
-A warm process (the zygote) imports them once, and each grading kernel is a fork of it. Every
-submission still gets a new process of its own: nothing a student's code does reaches the zygote or
-another student's kernel.
+A warm process (the zygote, trusted, started by the grader) imports them once, and each grading kernel is a
+fork of it. With a sandbox (see sandbox.py), the fork first joins the namespaces bubblewrap made for it,
+becomes PID 1 of a new PID namespace and an unprivileged uid of its own, and only then becomes the kernel:
+the zygote, the grader and other kernels are out of its sight and reach.
 
-`preloaded_kernels()` makes jupyter_client start python kernels this way for the duration of a
-grading run; any other kernel command, or a zygote that fails to start, falls back to a normal launch.
+`preloaded_kernels()` makes jupyter_client start python kernels this way for the duration of a grading run.
+A zygote that dies is started again; without a zygote (not Linux) kernels start the ordinary way.
 """
+import base64
 import importlib
 import json
 import os
@@ -18,40 +20,57 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from importlib.metadata import EntryPoint
 
 from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
 
+from . import sandbox as sandboxes
+
 NAME = "attncourse-preloaded"
-PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline"]
+PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
+           "attncourse.grading.probe"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
+KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets
+CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 
 
 class Zygote:
-    """The warm process for one grading run, reached through a Unix socket."""
+    """The warm process for one grading run, reached through a Unix socket; restarted if it dies."""
 
     def __init__(self, timeout=180):
+        self.timeout = timeout
         self.dir = tempfile.mkdtemp(prefix="attncourse-zygote-")
-        self.path = os.path.join(self.dir, "socket")
+        self.lock = threading.Lock()
+        self._start()
+
+    def _start(self):
+        self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
         env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE}
         self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path], env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        deadline = time.time() + timeout
+        deadline = time.time() + self.timeout
         while not os.path.exists(self.path):
             if self.proc.poll() is not None or time.time() > deadline:
-                self.close()
+                self.proc.kill()
                 raise RuntimeError("the preloading process did not start")
             time.sleep(0.05)
 
-    def fork_kernel(self, argv, env, cwd):
-        """Start a kernel (ipykernel's command-line `argv`) as a fork of the zygote; returns its pid."""
+    def fork_kernel(self, request):
+        """Start a kernel as a fork of the zygote; returns its pid (in the grader's PID namespace)."""
+        with self.lock:
+            if self.proc.poll() is not None:
+                self._start()
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(self.path)
-            s.sendall(json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode() + b"\n")
-            return int(json.loads(s.makefile().readline())["pid"])
+            s.sendall(json.dumps(request).encode() + b"\n")
+            reply = json.loads(s.makefile().readline() or "{}")
+        if "pid" not in reply:
+            raise RuntimeError(f"the preloading process could not start a kernel: {reply.get('error')}")
+        return int(reply["pid"])
 
     def close(self):
         self.proc.kill()
@@ -73,7 +92,7 @@ class ForkedProcess:
             try:
                 os.kill(self.pid, 0)
             except ProcessLookupError:
-                self.returncode = -1  # the zygote reaped it; the exit code is not ours to read
+                self.returncode = -1  # reaped by its keeper; the exit code is not ours to read
         return self.returncode
 
     def wait(self, timeout=None):
@@ -97,26 +116,84 @@ class ForkedProcess:
         self.send_signal(signal.SIGTERM)
 
 
+class UidPool:
+    """One unprivileged uid per running kernel, so kernels cannot signal or read one another."""
+
+    def __init__(self, base):
+        self.base, self.used, self.lock = base, set(), threading.Lock()
+
+    def take(self):
+        with self.lock:
+            uid = next(u for u in range(self.base, self.base + 10_000) if u not in self.used)
+            self.used.add(uid)
+            return uid
+
+    def release(self, uid):
+        with self.lock:
+            self.used.discard(uid)
+
+
 class PreloadedProvisioner(LocalProvisioner):
-    """Launches ipykernel as a fork of the zygote; signals and kills go to the kernel's own group."""
+    """Launches ipykernel as a fork of the zygote, sandboxed when a sandbox is configured."""
 
     zygote = None  # set by preloaded_kernels()
+    sandbox = None
+    uids = None
+    uid = pool = None
+
+    async def pre_launch(self, **kwargs):
+        if self.sandbox is not None:  # a kernel without network talks over Unix sockets
+            km = self.parent
+            km.transport, km.cache_ports, km.ip = "ipc", False, KERNEL_IPC
+        return await super().pre_launch(**kwargs)
 
     async def launch_kernel(self, cmd, **kwargs):
         if self.zygote is None or "ipykernel_launcher" not in cmd:
             return await super().launch_kernel(cmd, **kwargs)
         argv = cmd[cmd.index("ipykernel_launcher") + 1:]
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        pid = self.zygote.fork_kernel(argv, dict(kwargs.get("env") or os.environ), cwd)
+        env = dict(kwargs.get("env") or os.environ)
+        info = self.connection_info
+        if self.sandbox is None:
+            pid = self.zygote.fork_kernel({"argv": argv, "env": env, "cwd": cwd})
+        else:
+            self.pool = self.uids
+            self.uid = self.pool.take()
+            connection = argv[argv.index("-f") + 1]
+            files = {CONNECTION_FILE: pathlib.Path(connection).read_bytes()}
+            files.update({f"{sandboxes.HOME}/{p.name}": p.read_bytes() for p in sorted(pathlib.Path(cwd).glob("*.ipynb"))})
+            argv[argv.index("-f") + 1] = CONNECTION_FILE
+            pid = self.zygote.fork_kernel({
+                "argv": argv, "env": kernel_env(env), "cwd": sandboxes.HOME,
+                "sandbox": {"settings": self.sandbox, "uid": self.uid,
+                            "files": {k: base64.b64encode(v).decode() for k, v in files.items()}}})
+            info = {**info, "ip": f"/proc/{pid}/root{KERNEL_IPC}"}  # the kernel's sockets, seen from here
         self.process = ForkedProcess(pid)
         self.pid = self.pgid = pid  # the kernel calls setsid(): its process group is its own
         self.cwd = pathlib.Path(cwd)
-        return self.connection_info
+        self.connection_info = info
+        return info
+
+    async def cleanup(self, restart=False):
+        await super().cleanup(restart)
+        if self.uid is not None:
+            self.pool.release(self.uid)
+            self.uid = None
+
+
+def kernel_env(env):
+    """What a sandboxed kernel is told of its environment: nothing of the grader's beyond these."""
+    keep = {k: env[k] for k in ("OMP_NUM_THREADS", "NBGRADER_EXECUTION", "LANG", "LC_ALL") if k in env}
+    return {**keep, "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": sandboxes.HOME,
+            "TMPDIR": "/tmp", "MPLBACKEND": INLINE, "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython"}
 
 
 @contextmanager
-def preloaded_kernels(log=print):
-    """Within the block, python kernels are forks of a zygote that has imported torch and d2l."""
+def preloaded_kernels(log=print, sandbox=None):
+    """Within the block, python kernels are forks of a zygote that has imported torch and d2l.
+
+    `sandbox`: a `sandbox.Sandbox` whose settings every kernel gets, or None for unsandboxed kernels.
+    """
     if sys.platform != "linux":  # forking a process that has imported torch is safe on Linux only
         yield
         return
@@ -126,19 +203,27 @@ def preloaded_kernels(log=print):
     try:
         zygote = Zygote()
     except (OSError, RuntimeError) as exc:
+        if sandbox is not None:
+            raise RuntimeError(f"沙箱需要预加载进程，但它未能启动：{exc}") from exc
         log(f"（未能预加载 torch/d2l，改用普通内核：{exc}）")
         yield
         return
     saved = factory.default_provisioner_name
     PreloadedProvisioner.zygote = zygote
+    if sandbox is not None:
+        PreloadedProvisioner.sandbox = {name: getattr(sandbox, name) for name in sandbox.trait_names()
+                                        if sandbox.trait_metadata(name, "config")}
+        PreloadedProvisioner.uids = UidPool(sandbox.uid_base)
     factory.default_provisioner_name = NAME
     try:
         yield
     finally:
         factory.default_provisioner_name = saved
-        PreloadedProvisioner.zygote = None
+        PreloadedProvisioner.zygote = PreloadedProvisioner.sandbox = PreloadedProvisioner.uids = None
         zygote.close()
 
+
+# --- the zygote's side ------------------------------------------------------------------------------------------
 
 def _die_with_parent():
     """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run."""
@@ -174,12 +259,52 @@ def _become_kernel(request):
         os._exit(0)
 
 
+def _fork_sandboxed(request):
+    """Start the kernel inside a new sandbox; returns its pid. The zygote stays outside, untouched."""
+    spec = request["sandbox"]
+    settings = sandboxes.Sandbox(**spec["settings"])
+    files = {path: base64.b64decode(data) for path, data in spec["files"].items()}
+    holder_proc, holder = sandboxes.start_holder(settings)
+    read, write = os.pipe()
+    keeper = os.fork()
+    if keeper == 0:  # the keeper: joins the sandbox, forks the kernel, waits for it, then leaves
+        for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's socket stays out of the sandbox
+            if fd > 2 and fd != write:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _die_with_parent()
+            sandboxes.join(holder)
+            kernel = os.fork()
+            if kernel == 0:
+                os.close(write)
+                sandboxes.become_student(settings, spec["uid"], files)
+                _become_kernel(request)
+            os.write(write, f"{kernel}\n".encode())
+            os.close(write)
+            os.waitpid(kernel, 0)
+        except BaseException as exc:  # reported to the grader, which fails this submission's start
+            os.write(write, f"error {exc}\n".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        line = answer.readline().strip()
+    sandboxes.kill_holder(holder_proc, holder)
+    if not line.isdigit():
+        raise RuntimeError(line or "the keeper exited")
+    return int(line)
+
+
 def serve(path):
     """The zygote: import once, then fork a kernel per request."""
     _die_with_parent()
     for module in PRELOAD:
         importlib.import_module(module)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped as they exit
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
     server = socket.socket(socket.AF_UNIX)
     server.bind(path + ".binding")
     server.listen(16)
@@ -188,12 +313,19 @@ def serve(path):
         conn, _ = server.accept()
         with conn:
             request = json.loads(conn.makefile().readline())
-            pid = os.fork()
-            if pid == 0:
-                server.close()
-                conn.close()
-                _become_kernel(request)
-            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            if "sandbox" in request:
+                try:
+                    reply = {"pid": _fork_sandboxed(request)}
+                except Exception as exc:  # the grader reports it; the zygote serves the next request
+                    reply = {"error": str(exc)}
+            else:
+                pid = os.fork()
+                if pid == 0:
+                    server.close()
+                    conn.close()
+                    _become_kernel(request)
+                reply = {"pid": pid}
+            conn.sendall(json.dumps(reply).encode() + b"\n")
 
 
 if __name__ == "__main__":

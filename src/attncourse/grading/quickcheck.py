@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from ..config import find_root
-from . import autograde, release
+from . import autograde, logs, release
 from .course import nbgrader_config, use_this_environment
 from .variants import catalog_cases, load_catalog, test_cell_ids
 
@@ -40,6 +40,7 @@ def main(assignment, only=()):
         root = Path(tmp)
         for item in COURSE_FILES:
             (shutil.copytree if (source_root / item).is_dir() else shutil.copy2)(source_root / item, root / item)
+        log = logs.to_file(Path(tempfile.gettempdir()) / f"quickcheck-{assignment}.log")
         release.release_all(nbgrader_config(root), root, [assignment])
         catalog = load_catalog(root, assignment)
         cases = {k: v for k, v in catalog_cases(root, assignment).items() if not only or k in only}
@@ -64,7 +65,7 @@ def main(assignment, only=()):
                   + ("" if ok else f" expected={sorted(expected)}") + (f" flags={o.flags}" if o.flags else ""))
             for cell, message in failed.items():
                 print(f"      {cell}: {message[:200]}")
-        print(f"{len(outcomes)} cases in {time.time() - start:.0f} s, {bad} not as catalogued")
+        print(f"{len(outcomes)} cases in {time.time() - start:.0f} s, {bad} not as catalogued (nbgrader's log: {log})")
         return 1 if bad else 0
 
 

@@ -1,0 +1,165 @@
+"""A sandbox for every grading kernel, built by bubblewrap and joined by a forked, preloaded process.
+
+bubblewrap (`bwrap`, as root) builds each sandbox: a mount namespace that holds only read-only system and
+Python files and two small tmpfs (`/home/student`, `/tmp`), no network (a new network namespace), and its
+own IPC and UTS namespaces. A kernel that the zygote forks (see preload.py) joins those namespaces, starts a
+PID namespace of its own (so everything it starts dies with it), mounts /proc for it, sets resource limits,
+and drops to an unprivileged uid of its own before any of the student's code runs. The course folder, the
+gradebook, the class folder and other students' kernels are not in its world.
+
+Where bubblewrap cannot run (not Linux, not root, not installed), grading goes on with ordinary kernels and
+says so loudly: the student's code then runs with the grader's identity and files.
+"""
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from traitlets import Int, Unicode
+from traitlets.config import Configurable
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = (
+    0x00020000, 0x04000000, 0x08000000, 0x40000000, 0x20000000)
+NAMESPACES = {"net": CLONE_NEWNET, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS, "mnt": CLONE_NEWNS}
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+HOME = "/home/student"
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Sandbox(Configurable):
+    """Settings of the grading sandbox (`c.Sandbox.*` in nbgrader_config.py)."""
+
+    mode = Unicode("auto", help="'auto': sandbox kernels where bubblewrap works, else warn and grade without; "
+                                "'required': refuse to grade without; 'off': never sandbox.").tag(config=True)
+    memory = Int(4 << 30, help="Bytes of data (RLIMIT_DATA) each process of a kernel may allocate.").tag(config=True)
+    processes = Int(128, help="Processes and threads a kernel may run at once (RLIMIT_NPROC).").tag(config=True)
+    file_size = Int(64 << 20, help="Largest file a kernel may write, in bytes (RLIMIT_FSIZE).").tag(config=True)
+    disk = Int(256 << 20, help="Size of each of the kernel's writable folders (/home/student, /tmp), in bytes."
+               ).tag(config=True)
+    uid_base = Int(61000, help="Kernels run as uids uid_base, uid_base + 1, ... (one per running kernel)."
+                   ).tag(config=True)
+
+    def problem(self):
+        """Why sandboxes cannot be made here ('' when they can)."""
+        if sys.platform != "linux":
+            return "只有 Linux 支持沙箱"
+        if os.geteuid() != 0:
+            return "需要以 root 身份运行（bubblewrap 以 root 建立命名空间，内核再降为无特权用户）"
+        if not shutil.which("bwrap"):
+            return "未安装 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap）"
+        run = subprocess.run(["bwrap", *self.bwrap_args(), "--", "/usr/bin/true"], capture_output=True, text=True)
+        return f"bubblewrap 无法运行：{run.stderr.strip()[:300]}" if run.returncode else ""
+
+    def bwrap_args(self):
+        """The filesystem and namespaces of one sandbox (the command follows `--`)."""
+        args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--hostname", "grader", "--dev", "/dev", "--perms", "0555", "--dir", "/proc",  # the kernel mounts its own
+                "--size", str(self.disk), "--tmpfs", "/tmp", "--size", str(self.disk), "--tmpfs", HOME]
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+        made = {"/", "/tmp", "/home", HOME, "/dev", "/proc"}
+        for path in readable_paths():
+            for parent in reversed(Path(path).parents):
+                if str(parent) not in made:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            args += ["--ro-bind", path, path]
+            made.add(path)
+        for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU grader's CUDA devices
+            args += ["--dev-bind", str(device), str(device)]
+        if any(Path("/dev").glob("nvidia*")):
+            args += ["--ro-bind", "/sys", "/sys"]
+        return args
+
+
+def readable_paths():
+    """What a kernel may read: system files and this Python's installation, nothing of the course."""
+    import attncourse
+    package_root = str(Path(attncourse.__file__).resolve().parent.parent)  # src/ of an editable install
+    paths = ["/usr", "/etc", sys.base_prefix, sys.prefix, package_root]
+    found = []
+    for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
+        if not any(path.startswith(f + "/") for f in found):
+            found.append(path)
+    return found
+
+
+def start_holder(sandbox):
+    """Start a sandbox that holds still; returns (Popen, pid of a process inside whose namespaces to join).
+
+    bubblewrap reports the pid before it has built the filesystem, so the holder also says "ready" once it
+    runs: by then the sandbox is complete.
+    """
+    read, write = os.pipe()
+    proc = subprocess.Popen(["bwrap", *sandbox.bwrap_args(), "--info-fd", str(write), "--",
+                             "/bin/sh", "-c", "echo ready; exec sleep infinity"], pass_fds=[write],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            preexec_fn=_default_sigchld)  # bwrap waits for its child: SIG_IGN would hang it
+    os.close(write)
+    with os.fdopen(read, "rb") as info:
+        data = info.read()  # bubblewrap closes the fd after writing
+    if proc.stdout.readline() != b"ready\n" or b"child-pid" not in data:
+        proc.kill()
+        raise RuntimeError("bubblewrap exited before the sandbox was ready")
+    return proc, int(json.loads(data)["child-pid"])
+
+
+def _default_sigchld():
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def join(holder_pid):
+    """In a single-threaded child of the zygote: enter the sandbox's namespaces, then a new PID namespace
+    whose first process is the next fork (the kernel)."""
+    fds = {name: os.open(f"/proc/{holder_pid}/ns/{name}", os.O_RDONLY) for name in NAMESPACES}
+    for name, flag in NAMESPACES.items():
+        _check(_libc.setns(fds[name], flag), f"setns({name})")
+        os.close(fds[name])
+    _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+
+
+def become_student(sandbox, uid, files):
+    """In the kernel (PID 1 of its namespace, still root): /proc, the files it needs, limits, then the uid.
+
+    `files` maps paths inside the sandbox to their bytes (the notebook, the connection file)."""
+    _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount(/proc)")
+    for path, data in files.items():
+        Path(path).write_bytes(data)
+        os.chown(path, uid, uid)
+    for folder in (HOME, "/tmp"):
+        os.chown(folder, uid, uid)
+        os.chmod(folder, 0o700)
+    import resource
+    for limit, value in ((resource.RLIMIT_DATA, sandbox.memory), (resource.RLIMIT_NPROC, sandbox.processes),
+                         (resource.RLIMIT_FSIZE, sandbox.file_size), (resource.RLIMIT_CORE, 0),
+                         (resource.RLIMIT_NOFILE, 1024)):
+        resource.setrlimit(limit, (value, value))
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    os.chdir(HOME)
+
+
+def kill_holder(proc, holder_pid):
+    """The holder is only needed until the kernel has joined: its namespaces live on in the kernel."""
+    try:
+        os.kill(holder_pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
