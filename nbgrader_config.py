@@ -24,7 +24,7 @@ c.Execute.execute_retries = 0
 
 # A correct answer that makes torch print a warning on stderr keeps its points.
 c.IgnorePattern.enabled = True
-c.IgnorePattern.pattern = r"\b\w*Warning\b"
+c.IgnorePattern.pattern = r"(?i)\b\w*warning\b"  # also logging's "WARNING:root:..." lines
 
 # Deleting a test cell does not dodge it: the grader puts it back.
 c.OverwriteCells.add_missing_cells = True
@@ -33,9 +33,11 @@ c.OverwriteCells.add_missing_cells = True
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 50
 
-# Feedback shows each test's docstring and a Chinese verdict, never the (hidden) test code.
+# Feedback shows each test's docstring and a Chinese verdict, never the (hidden) test code, and no active
+# content (scripts, SVG, event handlers) from the student's cells.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "attncourse.grading.feedback.HideTestSource",
+    "attncourse.grading.feedback.SafeHTML",
 ]

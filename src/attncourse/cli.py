@@ -28,11 +28,12 @@ def cmd_build(args):
     # nbgrader's own ORM chatter and nbformat's id notice say nothing to an instructor.
     warnings.filterwarnings("ignore", category=SAWarning)
     warnings.filterwarnings("ignore", message="Cell is missing an id field")
+    from .grading.autograde import SandboxUnavailable
     from .grading.pipeline import ToolchainError, build
     from .grading.release import LeakError
     try:
         build(args.root, args.class_dir, args.jobs or os.cpu_count() or 1, with_slides=not args.no_slides)
-    except (ToolchainError, LeakError, FileNotFoundError) as exc:
+    except (ToolchainError, LeakError, FileNotFoundError, SandboxUnavailable) as exc:
         print(f"\n✘ {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,5 +1,14 @@
-"""Autograding a class with nbgrader's own Autograde converter, several students at once."""
+"""Autograding a class with nbgrader's own Autograde converter, several students at once.
+
+For each submission: take it in (staging.py), grade it into a scratch folder, hold back the autograded points
+of a submission flagged for review, and only then move the result into `autograded/` and write its record
+(`build/grading/records/`). A run that is killed half-way leaves no finished-looking grade: the next run
+grades that submission again. An unchanged submission with a record keeps its grade (and its manual grades).
+"""
+import json
 import os
+import shutil
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
@@ -7,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
 
+from . import staging
+from .files import replace_dir, write_atomic
 from .course import coursedir, kernel_env
 from .execution import TURN, failure_reason, review_flags, start_submission
 from .preload import preloaded_kernels
@@ -20,25 +31,20 @@ from .sandbox import Sandbox
 class Outcome:
     assignment: str
     student: str
-    status: str  # "graded", "kept" (already graded, unchanged) or "failed"
+    status: str  # "graded", "kept" (already graded, unchanged), "failed" (cannot be graded) or "error" (ours)
     reason: str = ""
     seconds: float = 0.0
-    score: float | None = None
+    score: float | None = None  # points counted now: without points held back for review
     max_score: float | None = None
     cells: dict = field(default_factory=dict)  # test grade_id -> (score, max)
-    flags: list = field(default_factory=list)  # reasons to review by hand (see integrity.py)
-    pending: float = 0.0  # points still waiting for a manual grade
+    flags: list = field(default_factory=list)  # why a person must review it (see integrity.py)
+    pending: float = 0.0  # points of written answers still waiting for a manual grade
+    withheld: float = 0.0  # autograded points held back until a person has reviewed the flags
+    notes: list = field(default_factory=list)  # what was set aside or changed on the way
 
 
 class CourseAutograde(Autograde):
-    """nbgrader's Autograde, safe in threads, that tells whether it graded or kept an earlier result."""
-
-    kept = False
-
-    def init_destination(self, assignment_id, student_id):
-        go = super().init_destination(assignment_id, student_id)
-        self.kept = not go
-        return go
+    """nbgrader's Autograde, safe in threads."""
 
     def convert_single_notebook(self, notebook_filename):
         # As Autograde's, minus `utils.setenv(NBGRADER_EXECUTION=...)`: nbgrader 0.9.6's setenv deletes
@@ -55,53 +61,96 @@ class CourseAutograde(Autograde):
             self._sanitizing = True
 
 
-def corrupt_reason(folder):
-    """Why a submitted folder cannot be graded before any kernel starts, or ''."""
-    notebooks = sorted(Path(folder).glob("*.ipynb"))
-    if not notebooks:
-        return "提交中没有 .ipynb 文件"
-    for path in notebooks:
-        try:
-            nbformat.validate(nbformat.read(path, as_version=4))
-        except Exception as exc:  # anything nbformat cannot read or validate
-            return f"损坏的 notebook：{path.name} 无法读取（{type(exc).__name__}）"
-    return ""
+def records_dir(root):
+    return Path(root) / "build" / "grading" / "records"
+
+
+def read_record(root, assignment, student):
+    try:
+        return json.loads((records_dir(root) / assignment / f"{student}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_record(root, assignment, student, record):
+    write_atomic(records_dir(root) / assignment / f"{student}.json", json.dumps(record, ensure_ascii=False, indent=1))
+
+
+def hold_for_review(db_url, assignment, student):
+    """Mark the submission's autograded test cells as needing a person: formgrader lists them, and their
+    points are not counted until a grader has entered a score."""
+    with Gradebook(db_url) as gb:
+        for nb in gb.find_submission(assignment, student).notebooks:
+            solutions = {c.name for c in nb.notebook.solution_cells}
+            for grade in nb.grades:
+                if grade.cell.cell_type == "code" and grade.cell.name not in solutions:
+                    grade.needs_manual_grade = True
+        gb.db.commit()
 
 
 def read_scores(db_url, assignment, student):
-    """(total, max, {grade_id: (score, max)}, points awaiting a manual grade) from the gradebook."""
-    cells, pending = {}, 0.0
+    """(score counted now, max, {grade_id: (score, max)}, pending manual points, withheld points)."""
+    cells, pending, withheld = {}, 0.0, 0.0
     with Gradebook(db_url) as gb:
         submission = gb.find_submission(assignment, student)
         for nb in submission.notebooks:
+            solutions = {c.name for c in nb.notebook.solution_cells}
             for grade in nb.grades:
-                score = grade.score or 0.0
-                cells[grade.cell.name] = (score, grade.max_score)
-                if grade.needs_manual_grade and grade.manual_score is None:
+                cells[grade.cell.name] = (grade.score or 0.0, grade.max_score)
+                waiting = grade.needs_manual_grade and grade.manual_score is None
+                if waiting and grade.cell.cell_type == "code" and grade.cell.name not in solutions:
+                    withheld += grade.score or 0.0
+                elif waiting:
                     pending += grade.max_score
-        return submission.score, submission.max_score, cells, pending
+        return submission.score - withheld, submission.max_score, cells, pending, withheld
 
 
-def grade_one(cfg, assignment, student, force=False):
+def grade_one(cfg, root, intake, scratch, force=False):
     start = time.time()
-    cd = coursedir(cfg, assignment, student)
-    folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    reason = corrupt_reason(folder)
-    if reason:
-        return Outcome(assignment, student, "failed", reason, time.time() - start)
+    a, s = intake.assignment, intake.student
+    if intake.reason:
+        return Outcome(a, s, "failed", intake.reason, notes=intake.notes)
+    db_url = cfg.CourseDirectory.db_url
+    dest = Path(root) / "autograded" / s / a
+    record = read_record(root, a, s)
+    with TURN.held():
+        if not force and record and record.get("digest") == intake.digest and dest.is_dir():
+            try:
+                score, maximum, cells, pending, withheld = read_scores(db_url, a, s)
+                return Outcome(a, s, "kept", "", time.time() - start, score, maximum, cells,
+                               record.get("flags", []), pending, withheld, intake.notes)
+            except MissingEntry:
+                pass  # the gradebook lost it: grade again
     start_submission()
     with TURN.held():
+        cd = coursedir(cfg, a, s)
+        cd.submitted_directory = str(intake.folder.parent.parent)
+        cd.autograded_directory = str(scratch)
         converter = CourseAutograde(coursedir=cd, config=cfg)
-        converter.force = force
+        converter.force = True
         try:
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
             reason = failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
-            return Outcome(assignment, student, "failed", reason, time.time() - start, flags=review_flags())
-        status = "kept" if converter.kept else "graded"
-        total, maximum, cells, pending = read_scores(cd.db_url, assignment, student)
-    return Outcome(assignment, student, status, "", time.time() - start, total, maximum, cells, review_flags(),
-                   pending)
+            return Outcome(a, s, "failed", reason, time.time() - start, flags=review_flags(), notes=intake.notes)
+        flags = review_flags()
+        if flags:
+            hold_for_review(db_url, a, s)
+        replace_dir(Path(scratch) / s / a, dest, scratch)
+        write_record(root, a, s, {"digest": intake.digest, "flags": flags, "notes": intake.notes})
+        score, maximum, cells, pending, withheld = read_scores(db_url, a, s)
+    return Outcome(a, s, "graded", "", time.time() - start, score, maximum, cells, flags, pending, withheld,
+                   intake.notes)
+
+
+def flag_after_grading(cfg, root, outcome):
+    """A flag found after grading (in the feedback): hold the points back and keep it in the record."""
+    db_url = cfg.CourseDirectory.db_url
+    hold_for_review(db_url, outcome.assignment, outcome.student)
+    record = read_record(root, outcome.assignment, outcome.student) or {}
+    write_record(root, outcome.assignment, outcome.student, {**record, "flags": outcome.flags})
+    outcome.score, _, outcome.cells, outcome.pending, outcome.withheld = read_scores(
+        db_url, outcome.assignment, outcome.student)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -124,12 +173,25 @@ def sandbox_for(cfg, progress):
     return None
 
 
+def released_notebooks(root, assignment):
+    """{file name: student version} of an assignment, as released."""
+    return {p.name: nbformat.read(p, as_version=4) for p in sorted((Path(root) / "release" / assignment).glob("*.ipynb"))}
+
+
 def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
-    """Autograde every (assignment, student) pair; returns their Outcomes in input order.
+    """Autograde every (assignment, student) pair of the class folder `cfg.CourseDirectory.submitted_directory`;
+    returns their Outcomes in input order.
 
     `preload`: kernels start as forks of a process that has imported torch and d2l (see preload.py);
     each kernel is sandboxed (sandbox.py) unless no sandbox can be made here or `preload` is False.
     """
+    root = Path(cfg.CourseDirectory.root)
+    class_dir = Path(cfg.CourseDirectory.submitted_directory)
+    work = root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
+    released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
+    intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
     sandbox = sandbox_for(cfg, progress) if preload else None
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
@@ -137,7 +199,8 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
     try:
         with preloaded_kernels(progress, sandbox) if preload else nullcontext(), \
                 ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(grade_one, cfg, a, s, force): (a, s) for a, s in pairs}
+            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force):
+                       (intake.assignment, intake.student) for intake in intakes}
             for done, future in enumerate(as_completed(futures), 1):
                 key = futures[future]
                 try:
@@ -150,12 +213,13 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
+        shutil.rmtree(scratch, ignore_errors=True)
     return [results[p] for p in pairs]
 
 
 def describe(o):
     head = f"{o.assignment:14s} {o.student:18s}"
-    review = f"  ⚠ 需人工复核：{'；'.join(o.flags)}" if o.flags else ""
+    review = f"  ⚠ 需人工复核（{o.withheld:g} 分暂不计入）：{'；'.join(o.flags)}" if o.flags else ""
     if o.status in ("graded", "kept"):
         mark = "✔" if o.status == "graded" else "＝"
         manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""

@@ -9,6 +9,8 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from .execution import CourseExecute
 
+DB_BUSY_SECONDS = 60  # a gradebook locked by someone else (formgrader, another run) is waited for, then retried
+
 
 def use_this_environment():
     """Put this interpreter's bin folder first on PATH: nbgrader runs `alembic` from PATH, and it must be
@@ -24,7 +26,7 @@ def nbgrader_config(root, submitted=None):
     root = Path(root).resolve()
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     cfg.CourseDirectory.root = str(root)
-    cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout={DB_BUSY_SECONDS}"
     if submitted is not None:
         cfg.CourseDirectory.submitted_directory = str(Path(submitted).resolve())
     steps = Autograde.class_traits()["autograde_preprocessors"].default()

@@ -10,6 +10,7 @@ where the time goes, runs concurrently. A kernel that dies or ignores the interr
 submission with a reason the report can show.
 """
 import ast
+import re
 import subprocess
 import threading
 import time
@@ -59,6 +60,7 @@ class _Turn:
 TURN = _Turn()
 _state = threading.local()  # what the submission graded in this thread left for its Outcome
 
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 CRASHED = "内核崩溃：提交的代码使 Python 进程退出（如 os._exit、段错误或超出内存限制）"
 
 
@@ -110,11 +112,15 @@ class Instructor:
             self.tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
             locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
         self.imports = [self.sources[name] for name in sorted(locked - self.tests) if _only_imports(self.sources[name])]
-        self.fixed = locked | self.tests
+        self.locked = locked
+        self.visible_tests = {HIDDEN.sub("", self.sources[name]).strip() for name in self.tests}
 
     def is_instructors(self, cell):
+        """Test cells (run here, from the gradebook), unchanged locked cells, and pasted copies of what the
+        student version shows of a test cell."""
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        return grade_id in self.fixed and cell.source == self.sources[grade_id]
+        return (grade_id in self.tests or (grade_id in self.locked and cell.source == self.sources[grade_id])
+                or cell.source.strip() in self.visible_tests)
 
     def student_cells(self, nb):
         """[(grade_id or None, label, source)] of the code cells whose content is the student's."""

@@ -6,7 +6,8 @@ and again in the traceback (nbgrader #917).
 """
 import ast
 
-from nbconvert.preprocessors import Preprocessor
+from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from nbconvert.preprocessors import Preprocessor, SanitizeHTML
 from nbformat.v4 import new_output
 from traitlets import Bool
 
@@ -48,3 +49,18 @@ class HideTestSource(Preprocessor):
             cell.source = f'"""{what}"""' if what else "# （测试代码不予显示）"
             cell.outputs = [new_output("stream", name="stdout", text=verdict(cell.outputs) + "\n")]
         return cell, resources
+
+
+class SafeHTML(SanitizeHTML):
+    """nbconvert's bleach-based sanitizer, on by default, allowing the plain tags the course's own cells use.
+
+    A student's markdown or output cannot carry `<script>`, event handlers, SVG or JavaScript into feedback.
+    """
+
+    enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.tags = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6",
+                                                 "table", "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub"})
+        self.attributes = {**ALLOWED_ATTRIBUTES, "div": ["class"], "span": ["class"]}

@@ -1,4 +1,6 @@
 """The instructor's main job: release, slides, autograde, feedback, grades CSV, report."""
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from nbgrader.converters.base import NbGraderException
 from .. import slides
 from . import autograde, demo, logs, release, report
 from .course import assignments, coursedir, nbgrader_config, submissions
+from .files import replace_dir
 from .variants import test_cell_ids
 
 
@@ -36,12 +39,36 @@ def build_slides(root, out_dir, node_modules):
         print(f"  ✔ {deck.name}: {seconds:.1f} s → {target.relative_to(root)}")
 
 
-def generate_feedback(cfg, outcomes):
+def publish_feedback(cfg, root, outcomes):
+    """Each graded student's feedback, written to a scratch folder, checked for hidden-test lines with the
+    release leak check, and only then published in feedback/. A failure or a leak stays on that student's row."""
+    hidden = {a: set().union(*(release.secret_lines(nbformat.read(p, as_version=4), hidden_only=True)
+                               for p in sorted((root / "source" / a).glob("*.ipynb"))))
+              for a in {o.assignment for o in outcomes}}
+    work = root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
     for o in outcomes:
-        if o.status in ("graded", "kept"):
-            converter = GenerateFeedback(coursedir=coursedir(cfg, o.assignment, o.student), config=cfg)
+        if o.status not in ("graded", "kept"):
+            continue
+        with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
+            cd = coursedir(cfg, o.assignment, o.student)
+            cd.feedback_directory = scratch
+            converter = GenerateFeedback(coursedir=cd, config=cfg)
             converter.force = True
-            converter.start()
+            try:
+                converter.start()
+            except Exception as exc:  # nbgrader logs the details; the build goes on for everyone else
+                o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
+                continue
+            made = Path(scratch) / o.student / o.assignment
+            leaked = [p.name for p in sorted(made.rglob("*")) if p.is_file()
+                      and any(line in p.read_text(encoding="utf-8", errors="replace") for line in hidden[o.assignment])]
+            if leaked:
+                o.flags.append(f"反馈（{'、'.join(leaked)}）中出现了隐藏测试的内容，反馈已扣留")
+                autograde.flag_after_grading(cfg, root, o)
+                shutil.rmtree(root / "feedback" / o.student / o.assignment, ignore_errors=True)
+                continue
+            replace_dir(made, root / "feedback" / o.student / o.assignment, scratch)
 
 
 def grade(root, class_dir, jobs, build_dir):
@@ -58,10 +85,7 @@ def grade(root, class_dir, jobs, build_dir):
     if broken:
         raise ToolchainError("评分工具出错：" + "; ".join(f"{o.student}/{o.assignment}: {o.reason}" for o in broken))
     step("4/6 生成反馈 feedback/")
-    try:
-        generate_feedback(cfg, outcomes)
-    except NbGraderException as exc:
-        raise ToolchainError(f"nbgrader generate_feedback 失败：\n{logs.tail(build_dir / 'nbgrader.log')}") from exc
+    publish_feedback(cfg, root, outcomes)
     step("5/6 导出成绩 CSV")
     csv_path = build_dir / "grades.csv"
     report.write_grades_csv(outcomes, csv_path)

@@ -1,5 +1,7 @@
 """The class report: grades CSV, score histograms, pass rate per test cell, failed submissions."""
 import csv
+import io
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -10,20 +12,29 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ..plotting import use_course_style  # noqa: E402
+from .files import write_atomic  # noqa: E402
 
 STATUS_ZH = {"graded": "已评分", "kept": "已评分（沿用）", "failed": "评分失败", "error": "工具出错"}
 
 
+COLUMNS = ["assignment", "student", "status", "score", "max_score", "pending_manual", "withheld_for_review",
+           "reason", "review", "notes"]
+
+
 def write_grades_csv(outcomes, path):
-    """One row per submission. A failed submission has no score, only its reason: never a silent 0."""
-    with open(path, "w", newline="", encoding="utf-8-sig") as f:  # BOM: Excel opens Chinese correctly
-        w = csv.writer(f)
-        w.writerow(["assignment", "student", "status", "score", "max_score", "pending_manual", "reason", "review"])
-        for o in outcomes:
-            ok = o.status in ("graded", "kept")
-            w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
-                        f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "", o.reason,
-                        "；".join(o.flags)])
+    """One row per submission. A failed submission has no score, only its reason: never a silent 0.
+
+    `score` counts neither written answers waiting for a TA (`pending_manual`) nor autograded points held
+    back until a person has reviewed the flags in `review` (`withheld_for_review`)."""
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(COLUMNS)
+    for o in outcomes:
+        ok = o.status in ("graded", "kept")
+        w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
+                    f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "",
+                    f"{o.withheld:g}" if ok else "", o.reason, "；".join(o.flags), "；".join(o.notes)])
+    write_atomic(path, "\ufeff" + buffer.getvalue())  # BOM: Excel opens Chinese correctly
 
 
 def _histogram(scores, maximum, title, path):
@@ -64,7 +75,7 @@ def write_report(outcomes, out_dir, test_cells):
         scores = sorted(o.score for o in graded)
         maximum = graded[0].max_score if graded else 0
         mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
-        median = f"{scores[len(scores) // 2]:g}" if scores else "—"
+        median = f"{statistics.median(scores):g}" if scores else "—"
         lines.append(f"| {aid} | {len(items)} | {len(graded)} | {len(failed)} | {mean} | {median} | {maximum:g} |")
         sec = [f"## {aid}", ""]
         if graded:
@@ -81,8 +92,14 @@ def write_report(outcomes, out_dir, test_cells):
                 sec.append("")
         flagged = [o for o in items if o.flags]
         if flagged:
-            sec += ["### 需人工复核的提交（可能篡改了评分；分数未作改动）", "", "| 学生 | 迹象 |", "|---|---|"]
-            sec += [f"| {o.student} | {'；'.join(o.flags)} |" for o in flagged]
+            sec += ["### 需人工复核的提交（自动评分的分数在复核前不计入）", "",
+                    "| 学生 | 暂不计入 | 原因 |", "|---|---|---|"]
+            sec += [f"| {o.student} | {o.withheld:g} | {'；'.join(o.flags)} |" for o in flagged]
+            sec += ["", "在 formgrader 中查看这些提交的代码，为标记为“需人工评分”的测试单元格给分后，分数即计入。", ""]
+        noted = [o for o in items if o.notes]
+        if noted:
+            sec += ["### 评分时的说明", "", "| 学生 | 说明 |", "|---|---|"]
+            sec += [f"| {o.student} | {'；'.join(o.notes)} |" for o in noted]
             sec.append("")
         if failed:
             sec += ["### 评分失败的提交（未计分，不是 0 分）", "", "| 学生 | 原因 |", "|---|---|"]
@@ -90,7 +107,7 @@ def write_report(outcomes, out_dir, test_cells):
             sec.append("")
         sections += sec
     path = out_dir / "report.md"
-    path.write_text("\n".join(lines + [""] + sections) + "\n", encoding="utf-8")
+    write_atomic(path, "\n".join(lines + [""] + sections) + "\n")
     return path
 
 
@@ -100,7 +117,7 @@ def summary_table(outcomes):
         ok = o.status in ("graded", "kept")
         score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
         pending = f"{o.pending:g}" if ok and o.pending else ""
-        note = o.reason or ("⚠ " + "；".join(o.flags) if o.flags else "")
+        note = o.reason or (f"⚠ 复核前暂不计入 {o.withheld:g} 分：" + "；".join(o.flags) if o.flags else "")
         rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s} "
                     f"{pending:>6s}  {note}")
     return "\n".join(rows)

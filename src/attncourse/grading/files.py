@@ -1,0 +1,30 @@
+"""Writing the grader's outputs so that nobody ever reads half of one."""
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path, text):
+    """Write a text file so that a reader sees the old or the new content, never a half-written one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def replace_dir(new, dest, scratch):
+    """Move folder `new` to `dest`, replacing what was there (set aside in `scratch`, then removed).
+
+    `new`, `dest` and `scratch` must be on one file system, so that each step is a rename."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    old = None
+    if dest.exists():
+        old = Path(tempfile.mkdtemp(dir=scratch, prefix="replaced-"))
+        os.replace(dest, old / "old")
+    os.replace(new, dest)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,146 @@
+"""Taking in a class folder: every submission is copied into a staging folder that only the grader writes.
+
+Only what grading needs is copied: the assignment's notebooks (checked, with the nbgrader metadata of the
+student version put back) and `timestamp.txt`. A submission that cannot be taken in gets a specific reason,
+never a silent zero; what was set aside or renamed is noted.
+"""
+import copy
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.utils import parse_utc
+
+from ..notebooks import dumps
+
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_NOTEBOOK_BYTES = 20 << 20
+TIMESTAMP = "timestamp.txt"
+
+
+@dataclass
+class Intake:
+    assignment: str
+    student: str
+    folder: Path | None = None  # the staged copy, when the submission can be graded
+    reason: str = ""  # why it cannot be graded
+    notes: list = field(default_factory=list)  # what was set aside or changed, for the CSV and report
+    digest: str = ""  # of what was staged: an unchanged submission keeps its grade
+
+
+def student_id_problem(name):
+    if SAFE_ID.match(name):
+        return ""
+    return (f"学生编号 {name!r} 含不允许的字符：只能用英文字母、数字、'_'、'-'、'.'，且以字母或数字开头"
+            "（不超过 64 个字符）")
+
+
+def _special_files(folder):
+    """Paths below `folder` that are symlinks or not regular files/folders (without following links)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append(str(path.relative_to(folder)))
+    return found
+
+
+def _read(path):
+    """The notebook at `path`, or the reason it cannot be read."""
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        return None, f"{path.name} 过大（超过 {MAX_NOTEBOOK_BYTES >> 20} MB）"
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        return nb, ""
+    except Exception as exc:  # anything nbformat cannot read or validate
+        return None, f"{path.name} 无法读取（{type(exc).__name__}）"
+
+
+def restore_metadata(nb, released):
+    """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, or a
+    cell claiming an id that the assignment does not have, cannot change what is graded."""
+    known = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
+             if c.metadata.get("nbgrader", {}).get("grade_id")}
+    changed = 0
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            continue
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if grade_id in known:
+            if meta != known[grade_id]:
+                cell.metadata["nbgrader"] = copy.deepcopy(known[grade_id])
+                changed += 1
+        else:
+            del cell.metadata["nbgrader"]
+            changed += 1
+    return changed
+
+
+def stage(submitted, staged, assignment, released):
+    """Copy one student's submission for `assignment` into `staged`; returns an Intake.
+
+    `released`: {notebook file name: the student version}.
+    """
+    intake = Intake(assignment, submitted.parent.name)
+    problem = student_id_problem(intake.student)
+    if problem:
+        intake.reason = problem
+        return intake
+    if submitted.is_symlink() or submitted.parent.is_symlink() or not submitted.is_dir():
+        intake.reason = "提交目录是符号链接或不是普通目录，拒绝评分"
+        return intake
+    special = _special_files(submitted)
+    if special:
+        intake.reason = f"提交中含符号链接或特殊文件（{'、'.join(special[:3])}），拒绝评分"
+        return intake
+    present = sorted(p for p in submitted.glob("*.ipynb"))
+    chosen = {}
+    for name in released:
+        if (submitted / name) in present:
+            chosen[name] = submitted / name
+    others = [p for p in present if p.name not in released]
+    missing = [name for name in released if name not in chosen]
+    if missing and len(missing) == 1:
+        readable = [p for p in others if _read(p)[0] is not None]
+        if len(readable) == 1:
+            chosen[missing[0]] = readable[0]
+            intake.notes.append(f"没有 {missing[0]}，把 {readable[0].name} 当作它评分")
+            missing = []
+    if missing:
+        given = "、".join(p.name for p in present) or "没有任何 .ipynb 文件"
+        intake.reason = f"找不到 {'、'.join(missing)}（提交的是：{given}）"
+        return intake
+    ignored = [p.name for p in others if p not in chosen.values()]
+    if ignored:
+        intake.notes.append(f"忽略了多余的 notebook：{'、'.join(ignored)}")
+    staged.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    for name, path in sorted(chosen.items()):
+        nb, problem = _read(path)
+        if nb is None:
+            intake.reason = f"损坏的 notebook：{problem}"
+            return intake
+        if restore_metadata(nb, released[name]):
+            intake.notes.append(f"{name}：恢复了被改动的评分单元格标记")
+        text = dumps(nb)
+        (staged / name).write_text(text, encoding="utf-8")
+        digest.update(name.encode() + b"\0" + text.encode())
+    stamp = submitted / TIMESTAMP
+    if stamp.is_file():
+        text = stamp.read_text(encoding="utf-8", errors="replace").strip()[:100]
+        try:
+            parse_utc(text)
+            (staged / TIMESTAMP).write_text(text, encoding="utf-8")
+            digest.update(b"timestamp\0" + text.encode())
+        except ValueError:
+            intake.notes.append(f"{TIMESTAMP} 的内容不是时间，已忽略")
+    intake.folder, intake.digest = staged, digest.hexdigest()
+    return intake
