@@ -103,7 +103,7 @@ MEASURE_JS = r"""(async () => {
   };
   let last = null, now = null;
   for (let i = 0; i < 50 && !(last && JSON.stringify(last) === JSON.stringify(now)); i++) {
-    await new Promise(done => setTimeout(done, 100));
+    await new Promise(done => setTimeout(done, 50));
     await frame();
     [last, now] = ready() ? [now, measure()] : [null, null];
   }
@@ -149,9 +149,9 @@ def open_deck(browser, url, timeout=90):
     browser.wait(1)
 
 
-def walk(browser, url, deck, shots=None, settle=0.05):
+def walk(browser, url, deck, shots=None, failing_only=False, settle=0.05):
     """Visit every slide of the deck at `url` with its fragments shown; returns a `SlideFit` per slide and,
-    with `shots` (a folder), saves a screenshot `<deck>-<h>-<v>.png` of each."""
+    with `shots` (a folder), saves a screenshot `<deck>-<h>-<v>.png` of each (or of each that does not fit)."""
     open_deck(browser, url)
     fits = []
     for h, count in enumerate(json.loads(browser.evaluate(SHAPE_JS))):
@@ -159,7 +159,7 @@ def walk(browser, url, deck, shots=None, settle=0.05):
             browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
             browser.wait(settle)
             fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS))))
-            if shots:
+            if shots and not (failing_only and fits[-1].fits):
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 browser.screenshot(Path(shots) / f"{Path(deck).name}-{h:02d}-{v}.png")
     return fits

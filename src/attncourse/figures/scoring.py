@@ -115,7 +115,7 @@ def masking(path):
     ax.set_ylim(-0.6, 2.6)
 
     # Middle and right: which (query, key) pairs take part.
-    for ax, lens, title in [(axes[1], [[2, 2], [3, 3]], "一维 valid_lens = [2, 3]\n（批量大小,）"),
+    for ax, lens, title in [(axes[1], [[2, 2], [3, 3]], "一维 valid_lens = [2, 3]\n（批量大小，）"),
                             (axes[2], [[1, 3], [2, 4]], "二维 valid_lens = [[1, 3], [2, 4]]\n（批量大小，查询数）")]:
         for b, per_query in enumerate(lens):
             y0 = 1.25 - b * 1.25
