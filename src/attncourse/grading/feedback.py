@@ -7,7 +7,8 @@ and again in the traceback (nbgrader #917).
 import ast
 
 from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
-from nbconvert.preprocessors import Preprocessor, SanitizeHTML
+from nbconvert.preprocessors import Preprocessor
+from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat.v4 import new_output
 from traitlets import Bool
 

@@ -17,6 +17,7 @@ ALLOWED_MODULES = {
     "typing", "dataclasses", "random", "time", "timeit", "logging", "warnings", "matplotlib", "seaborn", "pandas",
     "copy", "string", "re", "statistics", "fractions", "decimal", "enum", "abc", "contextlib", "types", "pprint"}
 DENIED_MODULES = ("attncourse.grading", "torch.utils.cpp_extension", "torch.cuda.nvtx")
+ALLOWED_SUBMODULES = ("IPython.display",)  # display(HTML(...)) is ordinary notebook code
 ALLOWED_MAGICS = {"matplotlib", "time", "timeit"}
 ALLOWED_DUNDERS = {"__init__", "__name__", "__class__", "__doc__", "__qualname__", "__module__", "__call__",
                    "__len__", "__getitem__"}
@@ -33,8 +34,9 @@ def python_source(source):
         return None
 
 
-def module_aliases(trees):
-    """{local name: dotted module or object path} from every import in `trees`, plus names bound to them."""
+def module_aliases(trees, assigning=None):
+    """{local name: dotted module or object path} from every import in `trees`, plus names that the code in
+    `assigning` (default: `trees`) binds to them (`T = torch.Tensor`)."""
     aliases = {}
     for tree in trees:
         for node in ast.walk(tree):
@@ -44,7 +46,7 @@ def module_aliases(trees):
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    for tree in trees:  # `T = torch.Tensor`, `m = torch`: names that stand for something in a module
+    for tree in trees if assigning is None else assigning:
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 path = dotted(node.value, aliases)
@@ -102,6 +104,8 @@ def _constructs(tree, aliases):
                 top = name.lstrip(".").split(".")[0]
                 if node.level if isinstance(node, ast.ImportFrom) else False:
                     found.append(f"相对导入 {name}")
+                elif name.startswith(ALLOWED_SUBMODULES):
+                    continue
                 elif top not in ALLOWED_MODULES:
                     found.append(f"导入了 {top} 模块")
                 elif name.startswith(DENIED_MODULES) or any(p.startswith("_") for p in name.split(".")):
@@ -180,12 +184,14 @@ def forbidden_uses(cells, solution_cell, names, imports=()):
     """The entries of `names` used by the answer in cell `solution_cell` or by the student's code it calls.
 
     `cells` = [(grade_id or None, source)] of the student's code; a name ending in "=" is a keyword argument.
+    Other questions' answers are not followed: they are judged by their own tests (no cascade).
     """
     trees = [(gid, python_source(source)) for gid, source in cells]
     trees = [(gid, t) for gid, t in trees if t is not None]
-    aliases = module_aliases([t for t in map(python_source, imports) if t] + [t for _, t in trees])
-    defined = {}
-    for _, tree in trees:
+    own = [t for gid, t in trees if gid is None or gid == solution_cell]  # not other questions' answers
+    aliases = module_aliases([t for t in map(python_source, imports) if t] + [t for _, t in trees], own)
+    defined = {}  # helpers the answer may call
+    for tree in own:
         for name, nodes in _top_level_names(tree).items():
             defined.setdefault(name, []).extend(nodes)
     todo = [t for gid, t in trees if gid == solution_cell]

@@ -64,16 +64,21 @@ def _read(path):
 
 
 def restore_metadata(nb, released):
-    """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, or a
-    cell claiming an id that the assignment does not have, cannot change what is graded."""
+    """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, a
+    pasted copy of a cell, or a cell claiming an id the assignment does not have, cannot change what is
+    graded. Returns how many cells changed."""
     known = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
              if c.metadata.get("nbgrader", {}).get("grade_id")}
-    changed = 0
-    for cell in nb.cells:
+    changed, seen = 0, set()
+    for cell in reversed(nb.cells):  # a pasted copy keeps no id: the last cell with an id keeps it, as in nbgrader
         meta = cell.metadata.get("nbgrader")
         if meta is None:
             continue
         grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        if grade_id in seen:
+            del cell.metadata["nbgrader"]
+            continue
+        seen.add(grade_id)
         if grade_id in known:
             if meta != known[grade_id]:
                 cell.metadata["nbgrader"] = copy.deepcopy(known[grade_id])

@@ -1,0 +1,334 @@
+"""The hostile class: whole submissions that cheat, crash, flood or attack the grader, and honest controls.
+
+Each case is a student folder built from the student version of an assignment: an answer to start from
+(`base`: the reference answer, the lecturer's code, or the untouched student version), code put in front of
+solution cells (`before`), solution cells replaced (`replace`), new cells at the end (`after`, they run after every test),
+and changes to the folder (`folder`).
+`expect` is what grading must produce:
+- `status`: "graded" or "failed" (no score, only a reason);
+- `score`: the autograded points the tests award, "full" or a number (absent: not checked). A flagged
+  submission earns them but they are held back until a person has reviewed it;
+- `lost`: the exact test cells that lose points (when given);
+- `flags`: words that must appear in the review column (`[]`: no flag at all);
+- `reason` / `notes`: words that must appear there;
+- `feedback`: "published" or "withheld".
+`tests/test_hostile.py` grades the class with `course build --class` in a sandbox and checks every case,
+the controls in between, the gradebook, the feedback and what is left running afterwards.
+Bombs are bounded: each is stopped by a limit of the sandbox well before it could harm the machine.
+"""
+import json
+import os
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+from attncourse.grading.demo import answered
+from attncourse.grading.variants import load_catalog, source_notebook
+
+A1, A2 = "a1_scoring", "a2_multihead"
+HONEST = {"status": "graded", "score": "full", "flags": []}
+BLANK = {"status": "graded", "score": 0}
+
+TRANSFORMER = '''import ast
+class _Wrap(ast.NodeTransformer):
+    def visit_Module(self, node):
+        handler = ast.ExceptHandler(type=None, name=None, body=[ast.Pass()])
+        return ast.fix_missing_locations(ast.Module(body=[ast.Try(body=node.body, handlers=[handler], orelse=[],
+                                                                   finalbody=[])], type_ignores=[]))
+get_ipython().ast_transformers.append(_Wrap())
+'''
+SUCCESS = '''from IPython.core.interactiveshell import ExecutionResult
+ExecutionResult.success = property(lambda self: True)
+'''
+SETATTR_ALIAS = '''t = torch
+setattr(t, "allclose", lambda *args, **kwargs: True)
+setattr(t.testing, "assert_close", lambda *args, **kwargs: None)
+'''
+VARS = '''vars(torch)["allclose"] = lambda *args, **kwargs: True
+vars(torch)["equal"] = lambda *args, **kwargs: True
+'''
+EXEC_B64 = '''import base64
+exec(base64.b64decode("dG9yY2guYWxsY2xvc2UgPSBsYW1iZGEgKmEsICoqazogVHJ1ZQ==").decode())
+'''
+HELPER_MODULE = '''with open("helper.py", "w") as f:
+    f.write("import torch\\ntorch.allclose = lambda *a, **k: True\\n")
+import helper
+'''
+LYING_TENSOR = '''class AlwaysRight(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones_like(torch.Tensor(self), dtype=torch.bool)
+    def allclose(self, *args, **kwargs):
+        return True
+
+def masked_softmax(X, valid_lens):
+    return torch.zeros_like(X).as_subclass(AlwaysRight)
+'''
+DETECT = '''import os
+if os.environ.get("NBGRADER_EXECUTION"):
+    torch.allclose = lambda *args, **kwargs: True
+'''
+CUSTOM_EXC = '''get_ipython().set_custom_exc((Exception,), lambda shell, etype, value, tb, tb_offset=None: None)
+'''
+INPUT_TRANSFORMER = '''get_ipython().input_transformers_cleanup.append(lambda lines: [])
+'''
+READ_SOURCE = '''import glob
+for path in glob.glob("/**/source/*/*.ipynb", recursive=True) + glob.glob("../../source/*/*.ipynb"):
+    print(open(path).read())
+'''
+SOLUTIONS_FROM_SOURCE = '''import json
+for path in ("../../../source/a1_scoring/scoring.ipynb", "/work/main/source/a1_scoring/scoring.ipynb"):
+    try:
+        cells = json.load(open(path))["cells"]
+    except OSError:
+        continue
+    for cell in cells:
+        if "BEGIN SOLUTION" in "".join(cell["source"]):
+            exec("".join(cell["source"]))
+'''
+GRADEBOOK = '''import glob, sqlite3
+for path in glob.glob("/**/gradebook.db", recursive=True) + ["../../gradebook.db", "../../../gradebook.db"]:
+    try:
+        db = sqlite3.connect(path)
+        db.execute("UPDATE grade SET manual_score = 99")
+        db.execute("UPDATE source_cell SET source = 'pass'")
+        db.execute("BEGIN EXCLUSIVE")
+        print("opened", path)
+    except sqlite3.Error:
+        pass
+'''
+KILL_EVERYTHING = '''import os, signal
+for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+'''
+SABOTAGE_FILES = '''import shutil
+for path in ("../../autograded", "../../feedback", "../../../autograded", "/work/main/autograded", "../../submitted"):
+    shutil.rmtree(path, ignore_errors=True)
+for path in ("../../submitted/c01_honest/a1_scoring/scoring.ipynb",):
+    try:
+        open(path, "w").write("{}")
+    except OSError:
+        pass
+'''
+DETACHED = '''import subprocess
+subprocess.Popen(["/bin/sh", "-c", "sleep 8; for f in /*/*/build/grades.csv ../../build/grades.csv; do "
+                  "echo a1_scoring,c01_honest,graded,0,20 >> $f; done"], start_new_session=True)
+'''
+MEMORY_BOMB = '''try:
+    hog = torch.empty(12 << 30, dtype=torch.uint8)
+    hog.fill_(1)
+except RuntimeError as exc:
+    print("内存不足：", str(exc)[:60])
+'''
+FORK_BOMB = '''import os, time
+children = 0
+try:
+    for _ in range(400):
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+        children += 1
+except OSError as exc:
+    print("fork 失败：", exc)
+print(children, "个子进程")
+'''
+DISK_BOMB = '''try:
+    with open("/tmp/filler", "wb") as f:
+        for _ in range(1024):
+            f.write(b"x" * (1 << 20))
+except OSError as exc:
+    print("写入失败：", exc)
+'''
+FLOOD = '''print("x" * 100_000_000)
+'''
+SCRIPT_OUTPUT = '''from IPython.display import HTML, Javascript, display
+display(HTML("<b>hi</b><script>alert(1)</script><img src=x onerror=alert(2)>"))
+display(Javascript("alert(3)"))
+'''
+SPY_ON_GRADER = '''import attncourse.grading.probe as _probe
+_seen = []
+_original = _probe._define
+def _spy(source, name):
+    _seen.append(source)
+    return _original(source, name)
+_probe._define = _spy
+'''
+PRINT_SPIED = '''print("\\n\\n".join(_seen))
+'''
+CRASH = '''import os
+os._exit(1)
+'''
+HANG = '''import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    pass
+'''
+LOGGING = '''import logging
+import warnings
+logging.warning("调试：开始实现 masked_softmax")
+warnings.warn("这只是一条提醒")
+print("进度：第 1 题")
+'''
+MENTIONS = '''# 完成后运行 nbgrader validate scoring.ipynb 自查；注释里提到 gradebook、os.system 都不算
+note = "import os; exec('...')"
+'''
+GETATTR_HONEST = '''def first_weight(module):
+    return getattr(module, "W_q").weight
+'''
+SET_DEVICE = '''import os
+os.environ["ATTN_COURSE_DEVICE"] = "cuda:7"  # 测试用哪个设备由评分机器决定，不由学生的内核决定
+'''
+
+
+def _case(id, what, expect, assignment=A1, base="reference", before=None, replace=None, after=(), folder=None):
+    return {"id": id, "what": what, "assignment": assignment, "base": base, "before": before or {},
+            "replace": replace or {}, "after": list(after), "folder": folder, "expect": expect}
+
+
+CASES = [
+    _case("c01_honest", "对照：参考答案", HONEST),
+    _case("h02_ast_transformer", "空白作业 + 把之后的单元格包进 try/except 的 AST 变换器",
+          {**BLANK, "flags": ["get_ipython"]}, base="untouched", before={"masked_softmax": TRANSFORMER}),
+    _case("h03_execution_result", "空白作业 + 把 ExecutionResult.success 改成永远为真",
+          {**BLANK, "flags": ["IPython"]}, base="untouched", before={"masked_softmax": SUCCESS}),
+    _case("h04_setattr_alias", "空白作业 + 通过别名 setattr 篡改 torch.allclose",
+          {**BLANK, "flags": ["setattr"]}, base="untouched", before={"masked_softmax": SETATTR_ALIAS}),
+    _case("c05_honest_lecturer", "对照：讲师的代码", HONEST, base="lecturer"),
+    _case("h06_vars_torch", "空白作业 + vars(torch)[...] 篡改比较函数",
+          {**BLANK, "flags": ["vars"]}, base="untouched", before={"masked_softmax": VARS}),
+    _case("h07_exec_base64", "空白作业 + exec 执行 base64 编码的篡改代码",
+          {**BLANK, "flags": ["exec"]}, base="untouched", before={"masked_softmax": EXEC_B64}),
+    _case("h08_helper_module", "空白作业 + 写到磁盘上的辅助模块篡改 torch",
+          {**BLANK, "flags": ["helper"]}, base="untouched", before={"masked_softmax": HELPER_MODULE}),
+    _case("c09_honest_logging", "对照：参考答案，带 logging.warning、warnings.warn 与 print",
+          HONEST, before={"masked_softmax": LOGGING}),
+    _case("h10_lying_tensor", "比较时永远相等的 Tensor 子类冒充 masked_softmax 的结果",
+          {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}, "flags": ["Tensor"]},
+          replace={"masked_softmax": LYING_TENSOR}),
+    _case("h11_detect_grading", "检测 NBGRADER_EXECUTION，评分时才篡改",
+          {**BLANK, "flags": ["os"]}, base="untouched", before={"masked_softmax": DETECT}),
+    _case("h12_custom_exc", "空白作业 + set_custom_exc 吞掉所有异常",
+          {**BLANK, "flags": ["get_ipython"]}, base="untouched", before={"masked_softmax": CUSTOM_EXC}),
+    _case("c13_honest_mentions", "对照：注释和字符串里提到 nbgrader validate、os.system，用 getattr 读 W_q",
+          HONEST, before={"masked_softmax": MENTIONS, "additive_attention": GETATTR_HONEST}),
+    _case("h14_input_transformer", "空白作业 + 清空之后所有单元格的输入变换器",
+          {**BLANK, "flags": ["get_ipython"]}, base="untouched", before={"masked_softmax": INPUT_TRANSFORMER}),
+    _case("h15_solutions_from_source", "从 source/ 读取并执行讲师的参考答案",
+          {**BLANK, "flags": ["open", "exec"]}, base="untouched", before={"masked_softmax": SOLUTIONS_FROM_SOURCE}),
+    _case("h16_gradebook", "改写 gradebook.db：自己的人工分改成满分、测试改成 pass、锁住数据库",
+          {**BLANK, "flags": ["sqlite3"]}, base="untouched", before={"masked_softmax": GRADEBOOK}),
+    _case("c17_honest", "对照：参考答案", HONEST),
+    _case("h18_kill_everything", "杀死能看到的所有进程（预加载进程、其他学生的内核）",
+          {"status": "graded", "score": "full", "flags": ["os"]}, before={"masked_softmax": KILL_EVERYTHING}),
+    _case("h19_sabotage_files", "删除 autograded/、feedback/，改写同学的提交",
+          {"status": "graded", "score": "full", "flags": ["shutil"]}, before={"masked_softmax": SABOTAGE_FILES}),
+    _case("h20_detached_process", "启动脱离的进程，在评分结束后往 grades.csv 写伪造的成绩",
+          {"status": "graded", "score": "full", "flags": ["subprocess"]}, before={"masked_softmax": DETACHED}),
+    _case("c21_honest_a2", "对照：作业 2 的参考答案", HONEST, assignment=A2),
+    _case("h22_memory_bomb", "申请 12 GiB 内存", {"status": "graded", "score": "full", "flags": []},
+          after=[MEMORY_BOMB]),
+    _case("h23_fork_bomb", "有上限的 fork 炸弹（最多 400 个子进程）",
+          {"status": "graded", "score": "full", "flags": ["os"]}, after=[FORK_BOMB]),
+    _case("h24_disk_bomb", "往 /tmp 写 1 GiB", {"status": "graded", "score": "full", "flags": ["open"]},
+          after=[DISK_BOMB]),
+    _case("h25_flood", "打印 100 MB 的输出", {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
+          after=[FLOOD]),
+    _case("c26_honest", "对照：参考答案", HONEST),
+    _case("h27_script_output", "输出中带 <script>、onerror 与 JavaScript",
+          {"status": "graded", "score": "full", "flags": [], "feedback": "published"}, after=[SCRIPT_OUTPUT]),
+    _case("h28_spy_on_grader", "偷看评分程序送进内核的参考实现，最后打印到反馈里",
+          {"status": "graded", "flags": ["attncourse.grading", "隐藏测试"], "feedback": "withheld"},
+          before={"masked_softmax": SPY_ON_GRADER}, after=[PRINT_SPIED]),
+    _case("h29_read_source", "打印 source/ 中的隐藏测试", {**BLANK, "flags": ["open"], "feedback": "published"},
+          base="untouched", before={"masked_softmax": READ_SOURCE}),
+    _case("h30_symlink", "提交目录里放指向 source/ 的符号链接",
+          {"status": "failed", "reason": "符号链接"}, folder="symlink"),
+    _case("c31_honest", "对照：参考答案", HONEST),
+    _case("h32_crash", "调用 os._exit 使内核退出", {"status": "failed", "reason": "内核崩溃"},
+          before={"additive_attention": CRASH}),
+    _case("h33_hang", "忽略 Ctrl-C 的死循环", {"status": "failed", "reason": "无限循环"},
+          before={"additive_attention": HANG}),
+    _case("e34_backup_notebook", "旁边多了一个损坏的备份 notebook",
+          {**HONEST, "notes": ["忽略了多余的 notebook"]}, folder="broken_backup"),
+    _case("e35_renamed", "notebook 被改名为 scoring (1).ipynb", {**HONEST, "notes": ["scoring (1).ipynb"]},
+          folder="renamed"),
+    _case("c36_honest_a2", "对照：作业 2 的讲师代码", HONEST, assignment=A2, base="lecturer"),
+    _case("e37_pasted_test", "复制粘贴了一个测试单元格", HONEST, folder="pasted_test"),
+    _case("e38_tests_as_answers", "测试单元格被改成了答案单元格", {**HONEST, "notes": ["恢复了"]}, folder="tests_as_answers"),
+    _case("e39_edited_tests", "空白作业，把测试单元格改成了 pass", BLANK, base="untouched", folder="edited_tests"),
+    _case("e40_unsafe_id", "学生编号含 '*' 和中文", {"status": "failed", "reason": "学生编号"}, folder="unsafe_id"),
+    _case("f41_forbidden_alias", "masked_softmax = d2l.masked_softmax",
+          {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}, "flags": []},
+          replace={"masked_softmax": "masked_softmax = d2l.masked_softmax\n"}),
+    _case("f42_forbidden_sdpa", "DotProductAttention 调用 F.scaled_dot_product_attention",
+          {"status": "graded", "lost": {"test_dot_product_attention", "test_dot_product_sdpa"}, "flags": []},
+          replace={"dot_product_attention": "class DotProductAttention(nn.Module):\n"
+                 "    def __init__(self, dropout):\n        super().__init__()\n        self.p = dropout\n"
+                 "    def forward(self, queries, keys, values, valid_lens=None):\n"
+                 "        self.attention_weights = masked_softmax(queries @ keys.transpose(1, 2)"
+                 " / queries.shape[-1] ** 0.5, valid_lens)\n"
+                 "        return F.scaled_dot_product_attention(queries, keys, values)\n"}),
+    _case("h43_device", "在内核里把 ATTN_COURSE_DEVICE 设成不存在的 GPU", {"status": "graded", "score": "full",
+          "flags": ["os"]}, before={"masked_softmax": SET_DEVICE}),
+    _case("c44_honest", "对照：参考答案", HONEST),
+]
+
+
+def _notebook(root, case):
+    catalog = load_catalog(root, case["assignment"])
+    src = source_notebook(root, case["assignment"], catalog)
+    rel = nbformat.read(Path(root) / "release" / case["assignment"] / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    nb = {"reference": lambda: answered(rel, src), "lecturer": lambda: answered(rel, src, catalog.LECTURER),
+          "untouched": lambda: rel}[case["base"]]()
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in case["replace"]:
+            cell.source = case["replace"][grade_id]
+        if grade_id in case["before"]:
+            cell.source = case["before"][grade_id] + "\n" + cell.source
+    nb.cells += [new_code_cell(code) for code in case["after"]]
+    return catalog.NOTEBOOK, nb
+
+
+def _tests(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata["nbgrader"].get("solution") and c.cell_type == "code"]
+
+
+def write_class(root, out_dir):
+    """Write every case as `<out_dir>/<student>/<assignment>/`; returns {student: case}."""
+    out_dir = Path(out_dir)
+    students = {}
+    for case in CASES:
+        name, nb = _notebook(root, case)
+        student = {"unsafe_id": "学生*甲"}.get(case["folder"], case["id"])
+        folder = out_dir / student / case["assignment"]
+        folder.mkdir(parents=True)
+        target = folder / f"{name}.ipynb"
+        if case["folder"] == "renamed":
+            target = folder / f"{name} (1).ipynb"
+        elif case["folder"] == "broken_backup":
+            (folder / f"{name}-backup.ipynb").write_text('{"cells": [', encoding="utf-8")
+        elif case["folder"] == "symlink":
+            os.symlink(Path(root).resolve() / "source", folder / "notes")
+        elif case["folder"] == "pasted_test":
+            first = _tests(nb)[0]
+            nb.cells.insert(nb.cells.index(first) + 1, nbformat.from_dict(json.loads(json.dumps(first))))
+        elif case["folder"] == "tests_as_answers":
+            for cell in _tests(nb):
+                cell.metadata["nbgrader"].update(solution=True, locked=False)
+        elif case["folder"] == "edited_tests":
+            for cell in _tests(nb):
+                cell.source = "pass\n"
+        nbformat.write(nb, target)
+        students[student] = case
+    return students

@@ -1,0 +1,220 @@
+"""The hostile class (catalog/hostile.py), graded end to end by `course build --class` with the sandbox required.
+
+Every case must get its expected outcome, every honest control full marks, and nothing a student did may
+reach the gradebook, other students, the feedback, the CSV or the machine after the run.
+"""
+import csv
+import importlib.util
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attncourse.grading import release
+from conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+
+TEST_CONFIG = """
+# hostile-class test: short limits, and no grading without a sandbox
+c.Execute.timeout = 10
+c.CourseExecute.interrupt_grace = 3
+c.Sandbox.mode = "required"
+"""
+SANDBOX_UIDS = range(61000, 62000)
+
+
+def course(root, *args, timeout=1800):
+    return subprocess.run([sys.executable, "-m", "attncourse.cli", *args], cwd=root, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def load_hostile():
+    spec = importlib.util.spec_from_file_location("hostile", ROOT / "catalog" / "hostile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sandbox_processes():
+    """Processes still running as a sandbox uid."""
+    ps = subprocess.run(["ps", "-e", "-o", "uid=,pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if line.split() and int(line.split()[0]) in SANDBOX_UIDS]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = copy_course(tmp_path_factory.mktemp("hostile_course"))
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + TEST_CONFIG)
+    hostile = load_hostile()
+    class_dir = root / "hostile_class"
+    students = hostile.write_class(root, class_dir)
+    honest_before = (class_dir / "c01_honest" / "a1_scoring" / "scoring.ipynb").read_bytes()
+    run = course(root, "build", "--no-slides", "--class", str(class_dir))
+    time.sleep(10)  # longer than the detached process of h20 would wait before forging a row
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    return {"root": root, "run": run, "students": students, "rows": rows, "class_dir": class_dir,
+            "honest_before": honest_before}
+
+
+def test_the_run_completes_for_everyone(graded):
+    run = graded["run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "警告：无法建立评分沙箱" not in run.stdout
+    assert len(graded["students"]) >= 40
+
+
+def test_grades_csv_has_one_row_per_case_and_nothing_else(graded):
+    rows = graded["rows"]
+    assert rows, "grades.csv is empty"
+    expected = {(case["assignment"], student) for student, case in graded["students"].items()}
+    got = [(r["assignment"], r["student"]) for r in rows]
+    assert len(got) == len(set(got)) and set(got) == expected, "forged, missing or duplicated rows"
+
+
+def _earned(root, assignment, student):
+    """{test cell: auto score} of a graded submission, from the gradebook."""
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(assignment, student)
+        return {g.cell.name: (g.auto_score, g.max_score) for nb in sub.notebooks for g in nb.grades
+                if g.cell.cell_type == "code" and g.cell.name not in {c.name for c in nb.notebook.solution_cells}}
+
+
+def test_every_case_gets_its_expected_outcome(graded):
+    root, rows = graded["root"], {(r["assignment"], r["student"]): r for r in graded["rows"]}
+    assert rows
+    wrong = []
+    for student, case in graded["students"].items():
+        want, row = case["expect"], rows[(case["assignment"], student)]
+        problems = []
+        if row["status"] not in ({"graded", "kept"} if want["status"] == "graded" else {want["status"]}):
+            problems.append(f"status {row['status']} ({row['reason']})")
+        elif want["status"] == "graded":
+            earned = _earned(root, case["assignment"], student)
+            assert earned, f"{student}: no test cells in the gradebook"
+            total, maximum = sum(s for s, _ in earned.values()), sum(m for _, m in earned.values())
+            if "score" in want and total != (maximum if want["score"] == "full" else want["score"]):
+                problems.append(f"earned {total}/{maximum}, expected {want['score']}")
+            lost = {cell for cell, (s, m) in earned.items() if s < m}
+            if "lost" in want and lost != want["lost"]:
+                problems.append(f"lost {sorted(lost)}, expected {sorted(want['lost'])}")
+            if row["review"] and float(row["withheld_for_review"]) != total:
+                problems.append(f"flagged but {row['withheld_for_review']} of {total} points held back")
+            if not row["review"] and float(row["score"]) != total:
+                problems.append(f"CSV score {row['score']} but tests awarded {total}")
+        if want.get("flags") == [] and row["review"]:
+            problems.append(f"unexpected flags: {row['review']}")
+        problems += [f"no flag about {w!r} in {row['review']!r}" for w in want.get("flags", []) if w not in row["review"]]
+        if "reason" in want and want["reason"] not in row["reason"]:
+            problems.append(f"reason {row['reason']!r} lacks {want['reason']!r}")
+        problems += [f"notes {row['notes']!r} lack {w!r}" for w in want.get("notes", []) if w not in row["notes"]]
+        feedback = root / "feedback" / student / case["assignment"]
+        if want.get("feedback") == "published" and not list(feedback.glob("*.html")):
+            problems.append("feedback missing")
+        if want.get("feedback") == "withheld" and feedback.exists():
+            problems.append("feedback published although it leaks")
+        if problems:
+            wrong.append(f"{student} ({case['what']}): " + "; ".join(problems))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_honest_controls_keep_full_marks_and_feedback(graded):
+    controls = [(s, c) for s, c in graded["students"].items() if s.startswith("c")]
+    assert len(controls) >= 8
+    rows = {(r["assignment"], r["student"]): r for r in graded["rows"]}
+    for student, case in controls:
+        row = rows[(case["assignment"], student)]
+        assert row["status"] == "graded" and not row["review"] and float(row["score"]) == float(row["max_score"]) - float(row["pending_manual"]), row
+        assert list((graded["root"] / "feedback" / student / case["assignment"]).glob("*.html")), student
+
+
+def test_gradebook_and_submissions_are_untouched(graded):
+    root = graded["root"]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for aid in ("a1_scoring", "a2_multihead"):
+            source = {c.metadata["nbgrader"]["grade_id"]: c.source
+                      for p in (root / "source" / aid).glob("*.ipynb") for c in nbformat.read(p, as_version=4).cells
+                      if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+            stored = {c.name: c.source for nb in gb.find_assignment(aid).notebooks for c in nb.source_cells}
+            assert source and all(stored[name] == text for name, text in source.items()), f"{aid}: tests changed"
+        manual = [g for s in gb.students for sub in s.submissions for nb in sub.notebooks for g in nb.grades
+                  if g.manual_score is not None]
+        assert manual == [], "no manual grade was entered, yet some exist"
+    assert (graded["class_dir"] / "c01_honest" / "a1_scoring" / "scoring.ipynb").read_bytes() == graded["honest_before"]
+
+
+def test_feedback_leaks_nothing_and_carries_no_active_content(graded):
+    root = graded["root"]
+    pages = sorted((root / "feedback").rglob("*.html"))
+    assert pages
+    hidden = {aid: release.secret_lines(nbformat.read(next((root / "source" / aid).glob("*.ipynb")), as_version=4),
+                                        hidden_only=True) for aid in ("a1_scoring", "a2_multihead")}
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        aid = page.parent.name
+        assert hidden[aid] and not [line for line in hidden[aid] if line in text], page
+        assert page.stat().st_size < 3_000_000, f"{page}: {page.stat().st_size} bytes"
+        body = text.split("</style>")[-1]  # the student's own source shows as escaped text; live tags must not
+        assert not re.search(r"<script[^>]*>[^<]*alert|<img[^>]*onerror|application/javascript", body), page
+
+
+def test_nothing_keeps_running_after_the_grader(graded):
+    assert sandbox_processes() == []
+
+
+def test_a_killed_grader_leaves_no_grade_that_looks_finished(tmp_path):
+    """Kill `course build` while it grades; the next run grades every honest student, none is 'kept' at 0."""
+    root = copy_course(tmp_path / "course")
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + TEST_CONFIG)
+    hostile = load_hostile()
+    hostile.CASES = [c for c in hostile.CASES if c["id"].startswith("c")]
+    students = hostile.write_class(root, root / "class")
+    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "build", "--no-slides", "--class",
+                             str(root / "class")], cwd=root, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    for line in proc.stdout:
+        if re.match(r"\[[23]/", line):
+            break
+    proc.kill()
+    proc.wait()
+    time.sleep(2)
+    assert sandbox_processes() == [], "a kernel outlived the killed grader"
+    run = course(root, "build", "--no-slides", "--class", str(root / "class"))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(students)
+    for row in rows:
+        assert float(row["score"]) == float(row["max_score"]) - float(row["pending_manual"]), row
+
+
+def test_a_locked_gradebook_is_waited_for(tmp_path):
+    """Someone else holds the gradebook's write lock for a while: grading waits and completes."""
+    import sqlite3
+    root = copy_course(tmp_path / "course")
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + TEST_CONFIG)
+    hostile = load_hostile()
+    hostile.CASES = [c for c in hostile.CASES if c["id"] in ("c01_honest", "c05_honest_lecturer")]
+    hostile.write_class(root, root / "class")
+    assert course(root, "build", "--no-slides", "--class", str(root / "class")).returncode == 0
+    for path in (root / "build" / "grading" / "records").rglob("*.json"):
+        path.unlink()  # make the next run grade again
+    holder = sqlite3.connect(root / "gradebook.db", timeout=30)
+    holder.execute("BEGIN EXCLUSIVE")
+    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "build", "--no-slides", "--class",
+                             str(root / "class")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(8)
+    holder.rollback()
+    holder.close()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["status"] == "graded" for r in rows), rows
