@@ -74,8 +74,8 @@ def write_slides(executed_nb, deck_path, out_dir):
 # --- Does every slide fit the screen? -------------------------------------------------------------------
 # Reveal.js (offline HTML and RISE alike) nests each vertical slide in its horizontal one. The walk opens
 # every slide through the URL hash with all its fragments shown (`#/h/v/99`), then measures the laid-out
-# cells: a slide fits when its content lies within the viewport, top to bottom, and no text or picture
-# reaches past its right edge.
+# cells: a slide fits when its content lies within the viewport, top to bottom, and no text or picture is
+# cut off at the right (by the screen, or by a code box that clips or scrolls it).
 SHAPE_JS = ("JSON.stringify([...document.querySelectorAll('.reveal .slides > section')]"
             ".map(s => Math.max(1, s.querySelectorAll(':scope > section').length)))")
 # Measure once the slide has settled: the offline slides typeset their formulas with MathJax 2 when a slide is
@@ -84,17 +84,25 @@ MEASURE_JS = r"""(async () => {
   const stack = document.querySelector('.reveal .slides > section.present');
   const slide = stack.querySelector(':scope > section.present') || stack;
   const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  // How far past its right edge is `el` drawn: past the screen, or past a box that clips or scrolls it?
+  const cut = (el, rects) => {
+    let right = window.innerWidth;
+    for (let e = el; e && e !== document.body; e = e.parentElement)
+      if (getComputedStyle(e).overflowX !== 'visible') right = Math.min(right, e.getBoundingClientRect().right);
+    return Math.max(0, ...[...rects].filter(r => r.width > 0).map(r => r.right - right));
+  };
   const measure = () => {
     const rects = [...slide.children].map(c => c.getBoundingClientRect()).filter(r => r.height > 0);
-    // Widest text (a long code line is cut off or hidden in a scroll box) and widest picture.
-    const parts = [...slide.querySelectorAll('img, svg, canvas')].map(e => e.getBoundingClientRect());
+    // Text (a long code line) and pictures that are cut off or hidden in a scroll box at the right.
+    const widest = [...slide.querySelectorAll('img, svg, canvas')].map(e => cut(e, [e.getBoundingClientRect()]));
     const texts = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT), range = document.createRange();
     for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+      if (!t.textContent.trim() || t.parentElement.closest('.MJX_Assistive_MathML, mjx-assistive-mml')) continue;
       range.selectNodeContents(t);
-      parts.push(...[...range.getClientRects()].filter(r => r.width > 0 && t.textContent.trim()));
+      widest.push(cut(t.parentElement, range.getClientRects()));
     }
     return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom)),
-            right: Math.max(0, ...parts.map(r => r.right))};
+            cut: Math.max(0, ...widest)};
   };
   const ready = () => {
     const math = [...slide.querySelectorAll('.MathJax_CHTML')];
@@ -121,7 +129,7 @@ class SlideFit:
     title: str
     top: float
     bottom: float
-    right: float
+    cut: float  # px of text or picture cut off (or scrolled out of sight) at the right
     width: int
     viewport: int
 
@@ -131,10 +139,10 @@ class SlideFit:
 
     @property
     def fits(self):
-        return self.top >= 0 and self.bottom <= self.viewport and self.right <= self.width
+        return self.top >= 0 and self.bottom <= self.viewport and self.cut <= 1
 
     def __str__(self):
-        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，最右 {round(self.right)} px"
+        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px"
                 f"（屏幕 {self.width}×{self.viewport}）")
 
 
@@ -182,13 +190,14 @@ def screenshots(root, out_dir, decks):
     from .browser import Browser, jupyterlab
     out_dir = Path(out_dir)
     executed = {Path(deck): execute(deck)[0] for deck in decks}
-    copy_vendor(Path(root) / "build" / "vendor" / "node_modules", out_dir / "html")
     fits = []
     with Browser() as browser, tempfile.TemporaryDirectory() as scratch:
+        pages = Path(scratch) / "html"
+        copy_vendor(Path(root) / "build" / "vendor" / "node_modules", pages)
         for deck, nb in executed.items():
-            page = write_slides(nb, deck, out_dir / "html")
+            page = write_slides(nb, deck, pages)
             fits += walk(browser, page.as_uri(), f"html/{deck.stem}", shots=out_dir / "html")
-        with jupyterlab(rise_copy(root, scratch, executed)) as lab:
+        with jupyterlab(rise_copy(root, Path(scratch) / "course", executed)) as lab:
             for deck in executed:
                 fits += walk(browser, f"{lab}/rise/notebooks/{deck.name}", f"rise/{deck.stem}", shots=out_dir / "rise")
     return fits
