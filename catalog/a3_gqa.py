@@ -488,16 +488,17 @@ VARIANTS = [
           "n_rep = self.num_heads // self.num_kv_heads\n"
           "        out = attend(q, k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1), attn_mask=keep)"))},
      "caught_by": _GQA_ALL},
-    {"id": "gqa_sdpa_wrapped_elsewhere",
-     "mistake": "把 torch.nn.functional.scaled_dot_product_attention 包在另一个单元格的函数里，再从 forward 调用",
-     "edits": {"repeat_kv": [("    ### END SOLUTION",
-                              "\n\ndef attend(q, k, v, keep):\n"
-                              "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n"
-                              "    ### END SOLUTION")],
-               "grouped_query_attention": _sdpa(
-                   ("out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)",
-                    "n_rep = self.num_heads // self.num_kv_heads\n"
-                    "        out = attend(q, k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1), keep)"))},
+    {"id": "gqa_sdpa_wrapped",
+     "mistake": "把 torch.nn.functional.scaled_dot_product_attention 包进一个自己的函数，复制键值头后从 forward 调用",
+     "edits": {"grouped_query_attention": _sdpa(
+         ("class GroupedQueryAttention(nn.Module):",
+          "def attend(q, k, v, keep):\n"
+          "    n_rep = q.shape[1] // k.shape[1]\n"
+          "    k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)\n"
+          "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n\n\n"
+          "class GroupedQueryAttention(nn.Module):"),
+         ("out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)",
+          "out = attend(q, k, v, keep)"))},
      "caught_by": _GQA_ALL},
     {"id": "gqa_torch_mha_shortcut",
      "mistake": "num_kv_heads = num_heads 时改用题目禁止的 nn.MultiheadAttention",
