@@ -6,9 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attncourse.grading import autograde, demo, release
+from attncourse.grading import autograde, release
 from attncourse.grading.course import assignments, nbgrader_config, use_this_environment
-from attncourse.grading.variants import load_catalog, source_notebook, test_cell_ids
+from attncourse.grading.variants import catalog_cases, load_catalog, source_notebook, test_cell_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "release", "catalog", "notebooks", "img"]
@@ -34,9 +34,10 @@ def assignment_ids():
 
 @pytest.fixture(scope="session")
 def catalog_grades(tmp_path_factory, assignment_ids):
-    """Autograde, through the course's grading path, one submission per case of every catalog:
-    the reference answer, the lecturer's code, and each buggy variant. Returns
-    {assignment: {"cases": {student: Outcome}, "variants": [...], "tests": [...], "hidden": [...]}}."""
+    """Autograde, through the course's grading path (sandboxed where possible), one submission per case of
+    every catalog: the reference answer, the lecturer's code, the other correct answers and each buggy
+    variant. Returns {assignment: {"cases": {student: Outcome}, "variants": [...], "tests": [...],
+    "hidden": [...], "correct": [...]}}."""
     root = copy_course(tmp_path_factory.mktemp("catalog_course"))
     cfg = nbgrader_config(root)
     release.release_all(cfg, root, assignment_ids)
@@ -45,29 +46,22 @@ def catalog_grades(tmp_path_factory, assignment_ids):
     for aid in assignment_ids:
         catalog = load_catalog(root, aid)
         src = source_notebook(root, aid, catalog)
-        rel = nbformat.read(root / "release" / aid / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
-        cases = {"reference": demo.answered(rel, src), "lecturer": demo.answered(rel, src, catalog.LECTURER)}
-        variants = [v for v in catalog.VARIANTS if not v.get("needs_cuda") or _cuda()]
-        for v in variants:
-            cases[f"bug_{v['id']}"] = demo.answered(rel, src, v.get("cells"), v.get("edits"))
-        for student, nb in cases.items():
+        cases = catalog_cases(root, aid)
+        for student, (nb, _) in cases.items():
             folder = submitted / student / aid
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
             pairs.append((aid, student))
         hidden = [c.metadata["nbgrader"]["grade_id"] for c in src.cells
                   if c.metadata.get("nbgrader", {}).get("grade") and "BEGIN HIDDEN TESTS" in c.source]
-        result[aid] = {"variants": variants, "tests": test_cell_ids(src), "hidden": hidden, "cases": {}}
+        variants = [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases]
+        result[aid] = {"variants": variants, "tests": test_cell_ids(src), "hidden": hidden, "cases": {},
+                       "correct": [k for k, (_, lost) in cases.items() if not lost and not k.startswith("bug_")]}
     outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=os.cpu_count() or 2,
                                      progress=lambda line: None)
     for o in outcomes:
         result[o.assignment]["cases"][o.student] = o
     return result
-
-
-def _cuda():
-    import torch
-    return torch.cuda.is_available() and os.environ.get("ATTN_COURSE_DEVICE", "") != "cpu"
 
 
 def lost_points(outcome, tests):

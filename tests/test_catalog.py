@@ -1,18 +1,19 @@
 """Grading outcomes: reference and lecturer code earn full marks; every catalogued bug loses points
 exactly in the test cells meant to catch it; every hidden test catches a bug that only it catches."""
-import pytest
-
 from conftest import lost_points
 
 
-@pytest.mark.parametrize("case", ["reference", "lecturer"])
-def test_reference_and_lecturer_code_earn_full_marks(catalog_grades, assignment_ids, case):
-    """`lecturer` is the lecturer's own d2l-style code from the seed decks, pasted into the answer cells."""
+def test_correct_answers_earn_full_marks(catalog_grades, assignment_ids):
+    """The reference answer, the lecturer's own d2l-style code from the seed decks, the code the deck teaches
+    and the other correct answers of each catalog (ALSO_CORRECT), pasted into the answer cells."""
     for aid in assignment_ids:
         info = catalog_grades[aid]
-        outcome = info["cases"][case]
-        assert outcome.status == "graded", outcome.reason
-        assert lost_points(outcome, info["tests"]) == set(), f"{aid}: {case} code loses points"
+        assert {"reference", "lecturer"} <= set(info["correct"]), aid
+        for case in info["correct"]:
+            outcome = info["cases"][case]
+            assert outcome.status == "graded", f"{aid}/{case}: {outcome.reason}"
+            assert lost_points(outcome, info["tests"]) == set(), f"{aid}: {case} loses points"
+            assert outcome.flags == [], f"{aid}/{case} flagged: {outcome.flags}"
 
 
 def test_every_bug_loses_points_where_expected(catalog_grades, assignment_ids):

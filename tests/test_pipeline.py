@@ -63,7 +63,7 @@ def test_tampering_is_flagged_for_review(demo_run):
     grades = read_grades(root)
     report = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
     for aid in {a for a, _ in grades}:
-        assert "比较函数" in grades[(aid, "demo_tamper")]["review"]
+        assert "改写了 torch" in grades[(aid, "demo_tamper")]["review"]
         assert grades[(aid, "demo_full")]["review"] == ""
     assert "需人工复核" in report and "demo_tamper" in report
 
