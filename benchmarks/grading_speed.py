@@ -2,10 +2,12 @@
 
     .venv/bin/python benchmarks/grading_speed.py [--jobs N]
 
-Both run in this one process's run, on identical scratch copies of the course, on the demo students
-that can be graded (the crashing, looping and corrupt ones measure timeouts, not grading, and are
-left out). The course path is also timed with ordinary kernels, to show what preloading adds. Prints seconds per submission notebook for each path, their ratio, and checks that every
-test cell got the same score.
+All paths run in this one process's run, on identical scratch copies of the course, on the demo students
+that can be graded (the crashing, looping and corrupt ones measure timeouts, not grading, and are left
+out). The course path runs with every kernel sandboxed (where bubblewrap works, else it says so), and
+for comparison with ordinary kernels and with preloaded kernels but no sandbox. Prints seconds per
+submission notebook for each path, their ratio to the baseline, and checks that every test cell got the
+same score on every path.
 """
 import argparse
 import os
@@ -26,11 +28,12 @@ SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
 
 
-def scratch_course(root, parent, name):
+def scratch_course(root, parent, name, config=""):
     dest = Path(parent) / name
     dest.mkdir()
     for item in COURSE_FILES:
         (shutil.copytree if (root / item).is_dir() else shutil.copy2)(root / item, dest / item)
+    (dest / "nbgrader_config.py").write_text((dest / "nbgrader_config.py").read_text() + config)
     aids = assignments(dest)
     release.release_all(nbgrader_config(dest), dest, aids)
     demo.write_demo_class(dest, dest / "submitted", aids)
@@ -65,10 +68,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         per_student, pairs = scratch_course(root, tmp, "per_student")
         per_assignment, _ = scratch_course(root, tmp, "per_assignment")
-        ours, _ = scratch_course(root, tmp, "course_path")
+        ours, _ = scratch_course(root, tmp, "course_path", '\nc.Sandbox.mode = "required"\n')
         cold, _ = scratch_course(root, tmp, "course_path_cold")
+        open_, _ = scratch_course(root, tmp, "course_path_no_sandbox", '\nc.Sandbox.mode = "off"\n')
         n = len(pairs)
         print(f"{n} submission notebooks ({', '.join(sorted({s for _, s in pairs}))}), {os.cpu_count()} CPU cores")
+        quiet = lambda _: None  # noqa: E731
 
         def run(cmd, cwd):
             subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -77,21 +82,22 @@ def main():
                                    for a, s in pairs])
         t_assignment = timed(lambda: [run([nbgrader, "autograde", a, "--force"], per_assignment)
                                       for a in sorted({a for a, _ in pairs})])
-        cfg = nbgrader_config(ours)
-        t_ours = timed(lambda: autograde.grade_class(cfg, pairs, jobs=args.jobs, progress=lambda _: None))
-        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs,
-                                                     progress=lambda _: None, preload=False))
+        t_ours = timed(lambda: autograde.grade_class(nbgrader_config(ours), pairs, jobs=args.jobs, progress=quiet))
+        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs, progress=quiet,
+                                                     preload=False))
+        t_open = timed(lambda: autograde.grade_class(nbgrader_config(open_), pairs, jobs=args.jobs, progress=quiet))
 
         base = cell_scores(per_student, pairs)
-        same = base == cell_scores(per_assignment, pairs) == cell_scores(ours, pairs) == cell_scores(cold, pairs)
+        same = all(base == cell_scores(c, pairs) for c in (per_assignment, ours, cold, open_))
         rows = [("nbgrader autograde, one call per submission (baseline)", t_student),
                 ("nbgrader autograde, one call per assignment", t_assignment),
-                (f"course path, kernels not preloaded ({args.jobs} jobs)", t_cold),
-                (f"course path (in-process, {args.jobs} jobs, preloaded kernels)", t_ours)]
+                (f"course path, ordinary kernels, no sandbox ({args.jobs} jobs)", t_cold),
+                (f"course path, preloaded kernels, no sandbox ({args.jobs} jobs)", t_open),
+                (f"course path, preloaded kernels, each sandboxed ({args.jobs} jobs)", t_ours)]
         print(f"\n{'path':58s} {'s/notebook':>10s} {'speed-up':>9s}")
         for name, seconds in rows:
             print(f"{name:58s} {seconds / n:10.2f} {t_student / seconds:8.2f}x")
-        print(f"\nratio baseline / course path: {t_student / t_ours:.2f}x; "
+        print(f"\nratio baseline / course path with isolation: {t_student / t_ours:.2f}x; "
               f"against one call per assignment: {t_assignment / t_ours:.2f}x")
         print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
         return 0 if same else 1

@@ -155,3 +155,36 @@ def test_intake_restores_grading_metadata(tmp_path, released):
     staged = nbformat.read(intake.folder / "work.ipynb", as_version=4)
     assert [c.metadata.get("nbgrader") for c in staged.cells] == [None, nb.cells[0].metadata["nbgrader"], None]
     assert intake.notes
+
+
+# --- the sandbox's surroundings ----------------------------------------------------------------------------------
+
+def test_without_a_sandbox_grading_says_so_loudly(monkeypatch):
+    from attncourse.grading import autograde, sandbox
+    from attncourse.grading.course import nbgrader_config
+    from conftest import ROOT
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    said = []
+    assert autograde.sandbox_for(nbgrader_config(ROOT), said.append) is None
+    assert "警告" in said[0] and "bubblewrap" in said[0] and "权限" in said[0]
+    cfg = nbgrader_config(ROOT)
+    cfg.Sandbox.mode = "required"
+    with pytest.raises(autograde.SandboxUnavailable, match="bubblewrap"):
+        autograde.sandbox_for(cfg, said.append)
+
+
+@pytest.mark.slow
+def test_a_lost_preloading_process_is_started_again(tmp_path):
+    from nbclient import NotebookClient
+
+    from attncourse.grading import preload, sandbox
+    settings = sandbox.Sandbox()
+    nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getuid())")])
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    with preload.preloaded_kernels(print, None if settings.problem() else settings):
+        zygote = preload.PreloadedProvisioner.zygote
+        zygote.proc.kill()
+        zygote.proc.wait()
+        NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        assert zygote.proc.poll() is None, "a new preloading process should be running"
+    assert nb.cells[0].outputs[0].text.strip().isdigit()

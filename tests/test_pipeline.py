@@ -9,6 +9,8 @@ from nbgrader.api import Gradebook
 from attncourse.grading import release
 from conftest import copy_course
 
+pytestmark = pytest.mark.slow
+
 FAILED = {"demo_crash": "内核崩溃", "demo_loop": "无限循环", "demo_corrupt": "损坏"}
 
 
@@ -25,6 +27,8 @@ def read_grades(root):
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("demo_course"))
+    (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text()
+                                             + "\nc.Execute.timeout = 10  # test-only: the endless loop ends sooner\n")
     first = course(root, "build", "--no-slides")
     return root, first
 

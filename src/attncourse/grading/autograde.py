@@ -186,7 +186,7 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=print, preload=True):
     each kernel is sandboxed (sandbox.py) unless no sandbox can be made here or `preload` is False.
     """
     root = Path(cfg.CourseDirectory.root)
-    class_dir = Path(cfg.CourseDirectory.submitted_directory)
+    class_dir = root / cfg.CourseDirectory.submitted_directory  # relative paths are the course root's
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
