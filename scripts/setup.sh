@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the course needs on a fresh Debian/Ubuntu machine (or a conda env), idempotently:
 #   - a Python 3.11 virtual environment in .venv with requirements.txt and the course package (editable);
-#   - a CJK font for Chinese in figures, and Chromium for the slide checks (apt, when run as root);
+#   - a CJK font for Chinese in figures, Chromium for the slide checks, bubblewrap for the grading sandbox
+#     (apt, when run as root);
 #   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ log() { printf '\n[setup] %s\n' "$*"; }
 need_apt=()
 fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
