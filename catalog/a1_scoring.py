@@ -4,11 +4,20 @@ LECTURER: the code of the lecturer's deck (seed 003), verbatim: `masked_softmax`
 `d2l.sequence_mask` (it writes -1e6 into X in place; the text leaves in-place writes open),
 `AdditiveAttention` and `DotProductAttention`. The extension and the experiment keep the source solution.
 
+ALSO_CORRECT["deck"]: the code the unit-1 deck teaches (`masked_softmax`, `AdditiveAttention`,
+`DotProductAttention`), read from `notebooks/01_attention_scoring.ipynb` when the catalog is loaded, so that it
+cannot drift from the deck.
+
 VARIANTS: realistic mistakes, each with the exact set of test cells that must lose points. Every hidden
 test cell has at least one variant that only it catches, and a mistake in `masked_softmax` costs only the
 `masked_softmax` cells (the class tests swap in a reference). Variants with `caught_by=set()` are correct
-answers that the text leaves open, kept to prove the tests do not punish them.
+answers that the text leaves open, kept to prove the tests do not punish them. The forbidden shortcuts
+(`d2l.masked_softmax`, `d2l.AdditiveAttention`, `d2l.DotProductAttention`, `F.scaled_dot_product_attention`),
+aliased or wrapped, lose every test cell of their question and nothing else.
 """
+import ast
+import json
+from pathlib import Path
 
 NOTEBOOK = "scoring"
 
@@ -60,6 +69,43 @@ class DotProductAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)''',
 }
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# the deck's code, read from the deck
+
+def deck_definitions(deck, names):
+    """{solution grade_id: source} of the top-level functions and classes in `names` ({name: grade_id}) that the
+    code cells of `deck` (a path relative to the course root) define, verbatim; the last definition of a name wins.
+    Empty when the deck is not there (a copy of the course without its decks)."""
+    path = next((root / deck for root in (Path(__file__).resolve().parents[1], Path.cwd())
+                 if (root / deck).is_file()), None)
+    if path is None:
+        return {}
+    found = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # IPython magics
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+                found[names[node.name]] = ast.get_source_segment(source, node)
+    return found
+
+
+ALSO_CORRECT = {}
+_DECK = deck_definitions(Path("notebooks") / "01_attention_scoring.ipynb",
+                         {"masked_softmax": "masked_softmax", "AdditiveAttention": "additive_attention",
+                          "DotProductAttention": "dot_product_attention"})
+if _DECK:
+    ALSO_CORRECT["deck"] = _DECK
+
+# ---------------------------------------------------------------------------------------------------------------
+# mistakes
+
 MS_BASIC, MS_2D = "test_masked_softmax_basic", "test_masked_softmax_2d"
 ADD, ADD_DROP = "test_additive_attention", "test_additive_attention_dropout"
 DOT, SDPA = "test_dot_product_attention", "test_dot_product_sdpa"
@@ -68,6 +114,38 @@ BIL, VAR = "test_bilinear_attention", "test_variance_experiment"
 FILL = "torch.finfo(X.dtype).min"
 ADD_TAIL = ("self.attention_weights = masked_softmax(scores, valid_lens)\n"
             "        return torch.bmm(self.dropout(self.attention_weights), values)")
+DOT_FORWARD = ("        d = queries.shape[-1]\n"
+               "        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)\n"
+               "        self.attention_weights = masked_softmax(scores, valid_lens)\n"
+               "        return torch.bmm(self.dropout(self.attention_weights), values)")
+BIL_FORWARD = ("        scores = queries @ self.W @ keys.transpose(1, 2)\n"
+               "        self.attention_weights = masked_softmax(scores, valid_lens)\n"
+               "        return torch.bmm(self.dropout(self.attention_weights), values)")
+
+# an answer that builds the boolean mask itself and hands the rest to F.scaled_dot_product_attention
+_SDPA_CALL = """        keep = None
+        if valid_lens is not None:
+            lens = valid_lens[:, None] if valid_lens.dim() == 1 else valid_lens
+            keep = torch.arange(keys.shape[1], device=keys.device) < lens[..., None]
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        p = self.dropout.p if self.training else 0.0
+        return {call}"""
+
+# AdditiveAttention handing the work to d2l's (its LazyLinear layers replaced by the required ones)
+_D2L_ADDITIVE = '''class AdditiveAttention(nn.Module):
+    """加性注意力：借用 d2l 的实现"""
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.inner = d2l.AdditiveAttention(num_hiddens, dropout)
+        self.inner.W_k, self.inner.W_q, self.inner.w_v = self.W_k, self.W_q, self.w_v
+
+    def forward(self, queries, keys, values, valid_lens):
+        out = self.inner(queries, keys, values, valid_lens)
+        self.attention_weights = self.inner.attention_weights
+        return out'''
 
 VARIANTS = [
     # ------------------------------------------------------------------ masked_softmax
@@ -82,10 +160,10 @@ VARIANTS = [
      "caught_by": {MS_BASIC, MS_2D}},
     {"id": "ms_2d_first_column", "mistake": "忽略二维 valid_lens：只用每个样本第一个查询的有效长度",
      "edits": {"masked_softmax": [
-         ("valid_lens = valid_lens[:, None]  # (批量, 1)：同一样本的所有查询共用一个有效长度",
+         ("valid_lens = valid_lens[:, None]  # (批量大小, 1)：同一样本的所有查询共用一个有效长度",
           "valid_lens = valid_lens[:, None]\n    else:\n        valid_lens = valid_lens[:, :1]  # 只看了第一列")]},
      "caught_by": {MS_2D}},
-    {"id": "ms_repeat_not_interleave", "mistake": "一维 valid_lens 用 repeat 而不是 repeat_interleave 展开（批量为 1 时看不出来）",
+    {"id": "ms_repeat_not_interleave", "mistake": "一维 valid_lens 用 repeat 而不是 repeat_interleave 展开（批量大小为 1 时看不出来）",
      "cells": {"masked_softmax": '''def masked_softmax(X, valid_lens):
     """通过在最后一个轴上掩蔽元素来执行 softmax 操作"""
     if valid_lens is None:
@@ -118,6 +196,14 @@ VARIANTS = [
     {"id": "ms_not_implemented", "mistake": "没写 masked_softmax（留着 raise NotImplementedError()），后面各类写对了：只丢 masked_softmax 的分",
      "cells": {"masked_softmax": 'def masked_softmax(X, valid_lens):\n    # 请在此处编写你的代码\n    raise NotImplementedError()'},
      "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_alias_d2l", "mistake": "用题目禁止的 d2l.masked_softmax 作答：masked_softmax = d2l.masked_softmax",
+     "cells": {"masked_softmax": "masked_softmax = d2l.masked_softmax\n"},
+     "caught_by": {MS_BASIC, MS_2D}},
+    {"id": "ms_wrap_d2l", "mistake": "把题目禁止的 d2l.masked_softmax 包进自己的函数（先复制 X，避免改写输入）",
+     "cells": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    """掩蔽 softmax"""
+    return d2l.masked_softmax(X.clone(), valid_lens)'''},
+     "caught_by": {MS_BASIC, MS_2D}},
     {"id": "ms_fill_minus_inf_ok", "mistake": "（正确）用 -inf 填充：有效长度为 0 的行会变成 NaN，但题目说明不测试这种行",
      "edits": {"masked_softmax": [(FILL, 'float("-inf")')]},
      "caught_by": set()},
@@ -134,12 +220,21 @@ VARIANTS = [
          ("nn.Linear(key_size, num_hiddens, bias=False)", "nn.Linear(key_size, num_hiddens)"),
          ("nn.Linear(query_size, num_hiddens, bias=False)", "nn.Linear(query_size, num_hiddens)")]},
      "caught_by": {ADD}},
+    {"id": "add_relu_and_bias", "mistake": "加性注意力既用 ReLU，W_q、W_k 又带偏置",
+     "edits": {"additive_attention": [
+         ("torch.tanh(", "torch.relu("),
+         ("nn.Linear(key_size, num_hiddens, bias=False)", "nn.Linear(key_size, num_hiddens)"),
+         ("nn.Linear(query_size, num_hiddens, bias=False)", "nn.Linear(query_size, num_hiddens)")]},
+     "caught_by": {ADD}},
+    {"id": "add_broadcast_swapped", "mistake": "广播时把 unsqueeze 的轴放反：queries.unsqueeze(1) + keys.unsqueeze(2)，查询和键的位置对调",
+     "edits": {"additive_attention": [("queries.unsqueeze(2) + keys.unsqueeze(1)", "queries.unsqueeze(1) + keys.unsqueeze(2)")]},
+     "caught_by": {ADD, ADD_DROP}},
     {"id": "add_dropout_ignores_eval", "mistake": "用 F.dropout(w, p) 而没传 training=self.training：eval() 模式下仍在丢弃",
      "edits": {"additive_attention": [
          ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
          ("self.dropout(self.attention_weights)", "F.dropout(self.attention_weights, self.p)")]},
      "caught_by": {ADD_DROP}},
-    {"id": "add_store_after_dropout", "mistake": "保存的是 dropout 之后的权重（self.attention_weights = dropout(softmax)）",
+    {"id": "add_store_after_dropout", "mistake": "保存的是暂退法之后的权重（self.attention_weights = dropout(softmax)）",
      "edits": {"additive_attention": [(ADD_TAIL,
          "self.attention_weights = self.dropout(masked_softmax(scores, valid_lens))\n"
          "        return torch.bmm(self.attention_weights, values)")]},
@@ -153,6 +248,12 @@ VARIANTS = [
      "edits": {"additive_attention": [("def forward(self, queries, keys, values, valid_lens):",
                                        "def forward(self, queries, values, keys, valid_lens):")]},
      "caught_by": {ADD, ADD_DROP}},
+    {"id": "add_alias_d2l", "mistake": "用题目禁止的 d2l.AdditiveAttention 作答：AdditiveAttention = d2l.AdditiveAttention（构造参数也对不上）",
+     "cells": {"additive_attention": "AdditiveAttention = d2l.AdditiveAttention\n"},
+     "caught_by": {ADD, ADD_DROP}},
+    {"id": "add_wrap_d2l", "mistake": "把题目禁止的 d2l.AdditiveAttention 包一层：换上题目要求的全连接层，计算交给它",
+     "cells": {"additive_attention": _D2L_ADDITIVE},
+     "caught_by": {ADD, ADD_DROP}},
     # ------------------------------------------------------------------ DotProductAttention
     {"id": "dot_no_scaling", "mistake": "忘了除以 √d",
      "edits": {"dot_product_attention": [(" / math.sqrt(d)", "")]},
@@ -162,7 +263,7 @@ VARIANTS = [
      "caught_by": {DOT, SDPA}},
     {"id": "dot_scale_by_value_dim", "mistake": "用值的维度开方来缩放（只有值的维度与 d 不同时才看得出）",
      "edits": {"dot_product_attention": [("d = queries.shape[-1]", "d = values.shape[-1]")]},
-     "caught_by": {SDPA}},
+     "caught_by": {DOT, SDPA}},
     {"id": "dot_dropout_ignores_eval", "mistake": "用 F.dropout(w, p) 而没传 training=self.training：eval() 模式下仍在丢弃",
      "edits": {"dot_product_attention": [
          ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
@@ -174,6 +275,22 @@ VARIANTS = [
     {"id": "dot_weights_keys", "mistake": "用权重对键而不是对值加权求和（bmm 的第二个参数写成 keys）",
      "edits": {"dot_product_attention": [("self.dropout(self.attention_weights), values)",
                                           "self.dropout(self.attention_weights), keys)")]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_alias_d2l", "mistake": "用题目禁止的 d2l.DotProductAttention 作答：DotProductAttention = d2l.DotProductAttention（结果是对的）",
+     "cells": {"dot_product_attention": "DotProductAttention = d2l.DotProductAttention\n"},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_sdpa_wrapped", "mistake": "权重用 masked_softmax 算并保存，输出却交给题目禁止的 F.scaled_dot_product_attention（结果是对的）",
+     "edits": {"dot_product_attention": [(DOT_FORWARD,
+         "        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])\n"
+         + _SDPA_CALL.format(call="F.scaled_dot_product_attention(queries, keys, values, attn_mask=keep, dropout_p=p)"))]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_sdpa_alias", "mistake": "给 torch.nn.functional.scaled_dot_product_attention 起个别名再调用",
+     "edits": {"dot_product_attention": [
+         ("class DotProductAttention(nn.Module):",
+          "attend = torch.nn.functional.scaled_dot_product_attention\n\n\nclass DotProductAttention(nn.Module):"),
+         (DOT_FORWARD,
+          "        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])\n"
+          + _SDPA_CALL.format(call="attend(queries, keys, values, attn_mask=keep, dropout_p=p)"))]},
      "caught_by": {DOT, SDPA}},
     # ------------------------------------------------------------------ BilinearAttention
     {"id": "bil_plain_tensor", "mistake": "W 用普通张量而不是 nn.Parameter：没有注册为参数，训练不到",
@@ -187,7 +304,32 @@ VARIANTS = [
      "edits": {"bilinear_attention": [("torch.randn(query_size, key_size)", "torch.randn(key_size, query_size)"),
                                       ("queries @ self.W @", "queries @ self.W.T @")]},
      "caught_by": {BIL}},
+    {"id": "bil_loop_ok", "mistake": "（正确）逐个（查询，键）对循环计算 q^T W k：慢，但题目不规定写法",
+     "edits": {"bilinear_attention": [("scores = queries @ self.W @ keys.transpose(1, 2)\n",
+         "scores = torch.stack([torch.stack([torch.stack([q @ self.W @ k for k in keys[b]]) for q in queries[b]])\n"
+         "                              for b in range(queries.shape[0])])\n")]},
+     "caught_by": set()},
+    {"id": "bil_sdpa_wrapped", "mistake": "把 Q W 当作查询交给题目禁止的 F.scaled_dot_product_attention，并传 scale=1.0 取消缩放（结果是对的）",
+     "edits": {"bilinear_attention": [(BIL_FORWARD,
+         "        scores = queries @ self.W @ keys.transpose(1, 2)\n"
+         + _SDPA_CALL.format(call="F.scaled_dot_product_attention(queries @ self.W, keys, values, attn_mask=keep, "
+                                  "dropout_p=p, scale=1.0)"))]},
+     "caught_by": {BIL}},
+    {"id": "bil_d2l_dot_wrapped", "mistake": "把 Q W 乘以 √key_size 后交给题目禁止的 d2l.DotProductAttention，抵消它的缩放（结果是对的）",
+     "edits": {"bilinear_attention": [
+         ("self.dropout = nn.Dropout(dropout)", "self.inner = d2l.DotProductAttention(dropout)"),
+         (BIL_FORWARD,
+          "        out = self.inner(queries @ self.W * math.sqrt(keys.shape[-1]), keys, values, valid_lens)\n"
+          "        self.attention_weights = self.inner.attention_weights\n"
+          "        return out")]},
+     "caught_by": {BIL}},
     # ------------------------------------------------------------------ experiment
+    {"id": "var_sigma_one", "mistake": "照搬讲义的实验：按 σ = 1 采样，理论值也写 d（自洽，但不是题目要求的 σ = 2）",
+     "edits": {"variance_experiment": [("d, sigma, num_samples = 256, 2.0, 10000", "d, sigma, num_samples = 256, 1.0, 10000")]},
+     "caught_by": {VAR}},
+    {"id": "var_theory_sigma_squared", "mistake": "推导错成 Var(q^T k) = dσ²（每一项的方差当成 σ²）",
+     "edits": {"variance_experiment": [("var_theory = d * sigma ** 4", "var_theory = d * sigma ** 2")]},
+     "caught_by": {VAR}},
     {"id": "var_std_not_var", "mistake": "算的是标准差而不是方差",
      "edits": {"variance_experiment": [("dots.var().item()", "dots.std().item()"),
                                        ("math.sqrt(d)).var().item()", "math.sqrt(d)).std().item()")]},
