@@ -1,15 +1,13 @@
-# nbgrader configuration of the attention course. Every path is relative to the course root:
-# run nbgrader (or `course`) from this folder.
+# nbgrader configuration of the attention course. Every path is relative to the course root: run nbgrader
+# from this folder (`course` finds it from anywhere below, or takes --root).
 c = get_config()  # noqa: F821
 
 c.CourseDirectory.course_id = "attention"
-c.CourseDirectory.root = "."
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".DS_Store"]
 
 # What students see where a solution was removed; the stub still raises NotImplementedError.
@@ -41,3 +39,13 @@ c.GenerateFeedback.preprocessors = [
     "attncourse.grading.feedback.HideTestSource",
     "attncourse.grading.feedback.SafeHTML",
 ]
+
+# `course collect` and `nbgrader zip_collect`: how an LMS names the files it hands out. The pattern is matched
+# against each file's name and must give student_id and file_id; full_name (or first_name/last_name) and a
+# timestamp nbgrader can parse are optional (without one, the time stored in the zip is used).
+# Default: 2023123456_张三_scoring.ipynb, also 2023123456_张三_scoring (1).ipynb for a second copy.
+c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[A-Za-z0-9]+)_(?P<full_name>[^_]+)_(?P<file_id>.+\.ipynb)$"
+
+# `course export` and `nbgrader export`: one row per student for the LMS (学号, 姓名, each assignment, 总分, 说明).
+c.ExportApp.plugin_class = "attncourse.grading.export.LMSExport"
+c.ZipCollectApp.collector_plugin = "attncourse.grading.collect.LMSFileNames"  # the same pattern, on file names

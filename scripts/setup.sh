@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the course needs on a fresh Debian/Ubuntu machine (or a conda env), idempotently:
-#   - a Python 3.11 virtual environment in .venv with requirements.txt and the course package (editable);
+#   - a Python 3.11 virtual environment in .venv: the course package (editable) and its dependencies,
+#     pinned by constraints.txt (requirements.txt);
 #   - a CJK font for Chinese in figures, Chromium for the slide checks, bubblewrap for the grading sandbox
 #     (apt, when run as root);
 #   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides.
@@ -38,12 +39,13 @@ fi
 [ -n "$PY" ] || { echo "[setup] Python 3.11 is required (d2l 1.0.3 pins numpy 1.23.5)" >&2; exit 1; }
 
 stamp=.venv/.installed
-want="$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)"
+want="$(cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "Python packages into .venv (torch, d2l, nbgrader, JupyterLab + RISE; a few minutes the first time)"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v -i "warning" || true
-  .venv/bin/python -m pip install -q -r requirements.txt -e . 2>&1 | grep -v -i "warning" || true
+  # pip's own errors stop the setup (set -e); its output is kept quiet only when it succeeds.
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt \
+    || { echo "[setup] pip install failed (see above)" >&2; exit 1; }
   .venv/bin/python -c "import torch, torchvision, d2l.torch, nbgrader, attncourse" \
     || { echo "[setup] the Python environment is incomplete" >&2; exit 1; }
   echo "$want" > "$stamp"

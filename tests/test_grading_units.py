@@ -97,10 +97,15 @@ def test_forbidden_shortcuts_are_found_in_the_answer_and_what_it_calls():
              (None, "def helper(q, k, v):\n    return getattr(G, 'scaled_dot_product_attention')(q, k, v)\n"
                     "import torch.nn.functional as G"),
              ("dot", "def dot(q, k, v):\n    return helper(q, k, v)"),
+             ("other", "def sdpa(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)"),
+             ("dot2", "def dot2(q, k, v):\n    return sdpa(q, k, v)"),
              ("gqa", "F.scaled_dot_product_attention(q, k, v, enable_gqa=True)")]
     assert uses(cells, "ms", ["d2l.masked_softmax"], IMPORTS) == ["d2l.masked_softmax"]
-    assert uses(cells, "add", ["d2l.masked_softmax"], IMPORTS) == []  # another question's answer: no cascade
+    assert uses(cells, "add", ["d2l.masked_softmax"], IMPORTS) == ["d2l.masked_softmax"]
+    swapped = {"masked_softmax"}  # the test swaps in a reference: that question is judged alone (no cascade)
+    assert uses(cells, "add", ["d2l.masked_softmax"], IMPORTS, judged_alone=swapped) == []
     assert uses(cells, "dot", ["F.scaled_dot_product_attention"], IMPORTS) == ["F.scaled_dot_product_attention"]
+    assert uses(cells, "dot2", ["F.scaled_dot_product_attention"], IMPORTS) == ["F.scaled_dot_product_attention"]
     assert uses(cells, "gqa", ["enable_gqa="], IMPORTS) == ["enable_gqa"]
 
 

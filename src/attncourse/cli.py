@@ -1,6 +1,8 @@
-"""`course`: the instructor's commands."""
+"""`course`: the instructor's commands, named as nbgrader names the steps."""
 import argparse
+import os
 import sys
+import warnings
 from pathlib import Path
 
 from .config import find_root
@@ -8,7 +10,7 @@ from .config import find_root
 
 def cmd_tidy(args):
     from .notebooks import course_notebooks, tidy
-    changed = [p for p in course_notebooks(args.root) if tidy(p, write=not args.check)]
+    changed = [p for p in course_notebooks(args.root) if tidy(p, write=not args.check, root=args.root)]
     for p in changed:
         print(("需要整理: " if args.check else "已整理: ") + str(p.relative_to(args.root)))
     return 1 if (args.check and changed) else 0
@@ -18,24 +20,6 @@ def cmd_figures(args):
     from .figures import write_all
     for name in write_all(args.root / "img"):
         print("img/" + name)
-    return 0
-
-
-def cmd_build(args):
-    import os
-    import warnings
-    from sqlalchemy.exc import SAWarning
-    # nbgrader's own ORM chatter and nbformat's id notice say nothing to an instructor.
-    warnings.filterwarnings("ignore", category=SAWarning)
-    warnings.filterwarnings("ignore", message="Cell is missing an id field")
-    from .grading.autograde import SandboxUnavailable
-    from .grading.pipeline import ToolchainError, build
-    from .grading.release import LeakError
-    try:
-        build(args.root, args.class_dir, args.jobs or os.cpu_count() or 1, with_slides=not args.no_slides)
-    except (ToolchainError, LeakError, FileNotFoundError, SandboxUnavailable) as exc:
-        print(f"\n✘ {exc}", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -52,30 +36,112 @@ def cmd_screenshots(args):
     return 1 if too_tall else 0
 
 
+def cmd_build(args):
+    from .grading import pipeline
+    pipeline.build(args.root, args.jobs, with_slides=not args.no_slides)
+
+
+def cmd_release(args):
+    from .grading import pipeline
+    pipeline.release_assignments(args.root, args.assignment, force=args.force)
+
+
+def cmd_collect(args):
+    from .grading import pipeline
+    pipeline.collect_download(args.root, args.source, args.assignment)
+
+
+def cmd_grade(args):
+    from .grading import pipeline
+    pipeline.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir)
+    print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
+
+
+def cmd_feedback(args):
+    from .grading import pipeline
+    pipeline.publish_feedback(args.root, pipeline.graded_outcomes(args.root, args.assignment))
+
+
+def cmd_report(args):
+    from .grading import pipeline
+    pipeline.write_report(args.root, pipeline.graded_outcomes(args.root, args.assignment))
+
+
+def cmd_export(args):
+    from .grading import pipeline
+    pipeline.export_grades(args.root, args.to)
+
+
+def cmd_bundle(args):
+    from .grading import bundle
+    path = bundle.build(args.root, args.assignment)
+    print(f"  ✔ {path.relative_to(args.root)}：发给学生的作业包（学生版 notebook、图、attncourse 安装包、说明）")
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具（nbgrader 的步骤名）")
+    p.add_argument("--root", type=Path, default=None, help="课程根目录（默认：从当前目录向上查找 course.toml）")
+    sub = p.add_subparsers(dest="command", required=True)
+    jobs = {"type": int, "default": os.cpu_count() or 1, "help": "同时评分的学生数（默认：CPU 核数）"}
+
+    c = sub.add_parser("tidy", help="清除 notebook 输出与多余元数据，按 course.toml 更新标题页")
+    c.add_argument("--check", action="store_true", help="只检查，不写入")
+    c.set_defaults(func=cmd_tidy)
+    sub.add_parser("figures", help="重新生成 img/ 中的图").set_defaults(func=cmd_figures)
+    c = sub.add_parser("screenshots", help="为每张幻灯片截图（离线 HTML 与 RISE，1280×800），列出超出屏幕的幻灯片")
+    c.add_argument("--out", type=Path, default=None, help="截图目录（默认 build/screenshots）")
+    c.add_argument("deck", nargs="*", help="只截这些讲义（文件名去掉 .ipynb），默认全部")
+    c.set_defaults(func=cmd_screenshots)
+    c = sub.add_parser("build", help="演示：运行讲义生成离线幻灯片，并在 build/demo/ 中发布、评分、反馈、报告演示班级")
+    c.add_argument("--jobs", **jobs)
+    c.add_argument("--no-slides", action="store_true", help="跳过讲义与幻灯片")
+    c.set_defaults(func=cmd_build)
+    c = sub.add_parser("release", help="生成学生版 release/，检查泄露，记录发布版本；已有提交时拒绝（--force 强制）")
+    c.add_argument("assignment", nargs="*", help="作业（默认：source/ 中的全部）")
+    c.add_argument("--force", action="store_true", help="已有学生提交时仍重新发布（会说明对已提交作业的影响）")
+    c.set_defaults(func=cmd_release)
+    c = sub.add_parser("collect", help="把 LMS 下载的 zip 或文件夹收集到 submitted/<学生>/<作业>/")
+    c.add_argument("source", type=Path, help="zip 文件或文件夹（文件名格式见 nbgrader_config.py）")
+    c.add_argument("--assignment", required=True, help="作业，如 a1_scoring")
+    c.set_defaults(func=cmd_collect)
+    c = sub.add_parser("grade", help="按发布的版本自动评分 submitted/（保留人工评分；未改动的提交沿用成绩）")
+    c.add_argument("assignment", nargs="*", help="作业（默认：全部已发布的）")
+    c.add_argument("--student", default=None, help="只评（并重评）这名学生")
+    c.add_argument("--class", dest="class_dir", type=Path, default=None,
+                   help="先把这个 <学生>/<作业>/ 结构的文件夹并入 submitted/，再评分")
+    c.add_argument("--jobs", **jobs)
+    c.set_defaults(func=cmd_grade)
+    c = sub.add_parser("feedback", help="为已评分的提交生成反馈 feedback/（不含测试代码，发布前检查泄露）")
+    c.add_argument("assignment", nargs="*")
+    c.set_defaults(func=cmd_feedback)
+    c = sub.add_parser("report", help="成绩表 build/grades.csv 与班级报告 build/report/report.{md,html}")
+    c.add_argument("assignment", nargs="*")
+    c.set_defaults(func=cmd_report)
+    c = sub.add_parser("export", help="导出 LMS 可导入的成绩 CSV（学号、姓名、各作业、总分、说明）")
+    c.add_argument("--to", type=Path, default=Path("build/grades_lms.csv"), help="输出文件（默认 build/grades_lms.csv）")
+    c.set_defaults(func=cmd_export)
+    c = sub.add_parser("bundle", help="发给学生的作业包 build/student/<作业>.zip")
+    c.add_argument("assignment")
+    c.set_defaults(func=cmd_bundle)
+    return p
+
+
 def main(argv=None):
     from .grading.course import use_this_environment
     use_this_environment()
-    parser = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具")
-    parser.add_argument("--root", type=Path, default=None, help="课程根目录（默认：向上查找 course.toml）")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("tidy", help="清除 notebook 输出与多余元数据，按 course.toml 更新标题页")
-    p.add_argument("--check", action="store_true", help="只检查，不写入")
-    p.set_defaults(func=cmd_tidy)
-    p = sub.add_parser("figures", help="重新生成 img/ 中的图")
-    p.set_defaults(func=cmd_figures)
-    p = sub.add_parser("build", help="主任务：生成学生版、运行讲义并生成离线幻灯片、评分、反馈、成绩与报告")
-    p.add_argument("--class", dest="class_dir", type=Path, default=None,
-                   help="提交目录，结构为 <学生>/<作业>/*.ipynb（如 submitted）；默认评分演示班级")
-    p.add_argument("--jobs", type=int, default=None, help="同时评分的学生数（默认：CPU 核数）")
-    p.add_argument("--no-slides", action="store_true", help="跳过讲义执行与幻灯片")
-    p.set_defaults(func=cmd_build)
-    p = sub.add_parser("screenshots", help="运行讲义，在离线 HTML 与 RISE 中为每张幻灯片截图（1280×800），列出超出屏幕的幻灯片")
-    p.add_argument("--out", type=Path, default=None, help="截图目录（默认 build/screenshots）")
-    p.add_argument("deck", nargs="*", help="只截这些讲义（文件名去掉 .ipynb），默认全部")
-    p.set_defaults(func=cmd_screenshots)
-    args = parser.parse_args(argv)
-    args.root = Path(args.root or find_root()).resolve()
-    return args.func(args)
+    # nbgrader's own ORM chatter and nbformat's id notice say nothing to an instructor.
+    from sqlalchemy.exc import SAWarning
+    warnings.filterwarnings("ignore", category=SAWarning)
+    warnings.filterwarnings("ignore", message="Cell is missing an id field")
+    args = parser().parse_args(argv)
+    try:
+        args.root = Path(args.root or find_root()).resolve()
+        from .grading.pipeline import ToolchainError
+        from .grading.release import LeakError, ReleaseRefused
+        return args.func(args) or 0
+    except (ToolchainError, LeakError, ReleaseRefused, FileNotFoundError, ValueError) as exc:
+        print(f"\n✘ {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import nbformat
 
-from .config import title_slide
+from .config import find_root, title_slide
 
 KEEP_NB_METADATA = ("kernelspec", "language_info", "celltoolbar", "rise")
 KEEP_CELL_METADATA = ("slideshow", "nbgrader", "tags")
@@ -30,13 +30,13 @@ def clean(nb):
     return nb
 
 
-def stamp_title(nb):
-    """Rewrite the cell tagged `course-title` from its <h1> text and `course.toml`."""
+def stamp_title(nb, root=None):
+    """Rewrite the cell tagged `course-title` from its <h1> text and the `course.toml` of `root`."""
     for cell in nb.cells:
         if TITLE_TAG in cell.metadata.get("tags", []):
             src = cell.source
             title = src.split("<h1>", 1)[1].split("</h1>", 1)[0] if "<h1>" in src else src.strip("# \n")
-            cell.source = title_slide(title)
+            cell.source = title_slide(title, root)
     return nb
 
 
@@ -44,12 +44,13 @@ def dumps(nb):
     return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def tidy(path, write=True):
-    """Clean and stamp one notebook file; return True if it changed."""
-    path = Path(path)
+def tidy(path, write=True, root=None):
+    """Clean and stamp one notebook file (title from `root`'s course.toml, default: found from `path`);
+    return True if it changed."""
+    path = Path(path).resolve()
     before = path.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
-    nb = stamp_title(clean(nb))
+    nb = stamp_title(clean(nb), root or find_root(path.parent))
     if path.parent.name == DECKS:
         nb.metadata["rise"] = dict(RISE)
     after = dumps(nb)

@@ -88,37 +88,56 @@ def hold_for_review(db_url, assignment, student):
         gb.db.commit()
 
 
-def read_scores(db_url, assignment, student):
-    """(score counted now, max, {grade_id: (score, max)}, pending manual points, withheld points)."""
+def counted(submission):
+    """(score counted now, max, {grade_id: (score, max)}, pending manual points, withheld points) of a
+    gradebook submission: written answers without a manual grade are pending, autograded points of a
+    submission on hold for review are withheld until a grader has entered them."""
     cells, pending, withheld = {}, 0.0, 0.0
+    for nb in submission.notebooks:
+        solutions = {c.name for c in nb.notebook.solution_cells}
+        for grade in nb.grades:
+            cells[grade.cell.name] = (grade.score or 0.0, grade.max_score)
+            waiting = grade.needs_manual_grade and grade.manual_score is None
+            if waiting and grade.cell.cell_type == "code" and grade.cell.name not in solutions:
+                withheld += grade.score or 0.0
+            elif waiting:
+                pending += grade.max_score
+    return submission.score - withheld, submission.max_score, cells, pending, withheld
+
+
+def read_scores(db_url, assignment, student):
     with Gradebook(db_url) as gb:
-        submission = gb.find_submission(assignment, student)
-        for nb in submission.notebooks:
-            solutions = {c.name for c in nb.notebook.solution_cells}
-            for grade in nb.grades:
-                cells[grade.cell.name] = (grade.score or 0.0, grade.max_score)
-                waiting = grade.needs_manual_grade and grade.manual_score is None
-                if waiting and grade.cell.cell_type == "code" and grade.cell.name not in solutions:
-                    withheld += grade.score or 0.0
-                elif waiting:
-                    pending += grade.max_score
-        return submission.score - withheld, submission.max_score, cells, pending, withheld
+        return counted(gb.find_submission(assignment, student))
+
+
+def outcome_from_record(cfg, root, assignment, student, status="graded"):
+    """The Outcome of a submission graded in an earlier run (None if it never was)."""
+    record = read_record(root, assignment, student)
+    if record is None:
+        return None
+    if record.get("status") == "failed":
+        return Outcome(assignment, student, "failed", record.get("reason", ""), flags=record.get("flags", []),
+                       notes=record.get("notes", []))
+    score, maximum, cells, pending, withheld = read_scores(cfg.CourseDirectory.db_url, assignment, student)
+    return Outcome(assignment, student, status, "", 0.0, score, maximum, cells, record.get("flags", []), pending,
+                   withheld, record.get("notes", []))
 
 
 def grade_one(cfg, root, intake, scratch, force=False):
     start = time.time()
     a, s = intake.assignment, intake.student
     if intake.reason:
+        if not staging.student_id_problem(s):
+            write_record(root, a, s, {"status": "failed", "reason": intake.reason, "notes": intake.notes})
         return Outcome(a, s, "failed", intake.reason, notes=intake.notes)
     db_url = cfg.CourseDirectory.db_url
     dest = Path(root) / "autograded" / s / a
     record = read_record(root, a, s)
     with TURN.held():
-        if not force and record and record.get("digest") == intake.digest and dest.is_dir():
+        if not force and record and record.get("digest") == intake.digest and (
+                dest.is_dir() or record.get("status") == "failed"):
             try:
-                score, maximum, cells, pending, withheld = read_scores(db_url, a, s)
-                return Outcome(a, s, "kept", "", time.time() - start, score, maximum, cells,
-                               record.get("flags", []), pending, withheld, intake.notes)
+                return outcome_from_record(cfg, root, a, s, status="kept")
             except MissingEntry:
                 pass  # the gradebook lost it: grade again
     start_submission()
@@ -132,12 +151,14 @@ def grade_one(cfg, root, intake, scratch, force=False):
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
             reason = failure_reason() or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
+            write_record(root, a, s, {"digest": intake.digest, "status": "failed", "reason": reason,
+                                      "flags": review_flags(), "notes": intake.notes})
             return Outcome(a, s, "failed", reason, time.time() - start, flags=review_flags(), notes=intake.notes)
         flags = review_flags()
         if flags:
             hold_for_review(db_url, a, s)
         replace_dir(Path(scratch) / s / a, dest, scratch)
-        write_record(root, a, s, {"digest": intake.digest, "flags": flags, "notes": intake.notes})
+        write_record(root, a, s, {"digest": intake.digest, "status": "graded", "flags": flags, "notes": intake.notes})
         score, maximum, cells, pending, withheld = read_scores(db_url, a, s)
     return Outcome(a, s, "graded", "", time.time() - start, score, maximum, cells, flags, pending, withheld,
                    intake.notes)

@@ -132,7 +132,7 @@ class Instructor:
 
 def _only_imports(source):
     try:
-        body = ast.parse(source).body
+        body = integrity.parse(source).body
     except SyntaxError:
         return False
     return bool(body) and all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)

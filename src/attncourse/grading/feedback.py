@@ -12,13 +12,15 @@ from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat.v4 import new_output
 from traitlets import Bool
 
+from .integrity import parse
+
 TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
 
 
 def docstring(source):
     """The leading string literal of a test cell ('' if there is none or it does not parse)."""
     try:
-        return ast.get_docstring(ast.parse(source)) or ""
+        return ast.get_docstring(parse(source)) or ""
     except SyntaxError:
         return ""
 

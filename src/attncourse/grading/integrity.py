@@ -9,6 +9,7 @@ person has looked at it.
 `F.scaled_dot_product_attention`, `enable_gqa=`) in one answer and in the student's code that answer calls.
 """
 import ast
+import threading
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -26,17 +27,27 @@ FLAGGED_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "globals", 
 TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__"}
 
 
+_PARSING = threading.Lock()
+
+
+def parse(source):
+    """`ast.parse`, one thread at a time: CPython 3.11 can raise "AST constructor recursion depth mismatch"
+    when threads build syntax trees at once (python/cpython#106905), and the grader runs several students."""
+    with _PARSING:
+        return ast.parse(source)
+
+
 def python_source(source):
     """Cell source as plain Python (IPython magics become `get_ipython()` calls); None if it does not parse."""
     try:
-        return ast.parse(TransformerManager().transform_cell(source))
+        return parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError, TypeError):
         return None
 
 
-def module_aliases(trees, assigning=None):
-    """{local name: dotted module or object path} from every import in `trees`, plus names that the code in
-    `assigning` (default: `trees`) binds to them (`T = torch.Tensor`)."""
+def module_aliases(trees):
+    """{local name: dotted module or object path} from every import in `trees`, plus names bound to them
+    (`T = torch.Tensor`)."""
     aliases = {}
     for tree in trees:
         for node in ast.walk(tree):
@@ -46,7 +57,7 @@ def module_aliases(trees, assigning=None):
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    for tree in trees if assigning is None else assigning:
+    for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 path = dotted(node.value, aliases)
@@ -180,20 +191,23 @@ def _top_level_names(tree):
     return names
 
 
-def forbidden_uses(cells, solution_cell, names, imports=()):
+def forbidden_uses(cells, solution_cell, names, imports=(), judged_alone=()):
     """The entries of `names` used by the answer in cell `solution_cell` or by the student's code it calls.
 
     `cells` = [(grade_id or None, source)] of the student's code; a name ending in "=" is a keyword argument.
-    Other questions' answers are not followed: they are judged by their own tests (no cascade).
+    `judged_alone`: names the test replaces with references (`using(...)`): other questions, judged by their
+    own tests, so they are not followed (no cascade).
     """
     trees = [(gid, python_source(source)) for gid, source in cells]
     trees = [(gid, t) for gid, t in trees if t is not None]
-    own = [t for gid, t in trees if gid is None or gid == solution_cell]  # not other questions' answers
-    aliases = module_aliases([t for t in map(python_source, imports) if t] + [t for _, t in trees], own)
-    defined = {}  # helpers the answer may call
-    for tree in own:
+    aliases = module_aliases([t for t in map(python_source, imports) if t] + [t for _, t in trees])
+    for name in judged_alone:
+        aliases.pop(name, None)
+    defined = {}  # the student's top-level definitions the answer may call
+    for _, tree in trees:
         for name, nodes in _top_level_names(tree).items():
-            defined.setdefault(name, []).extend(nodes)
+            if name not in judged_alone:
+                defined.setdefault(name, []).extend(nodes)
     todo = [t for gid, t in trees if gid == solution_cell]
     seen, used_paths, used_keywords = set(), set(), set()
     while todo:

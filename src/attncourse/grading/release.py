@@ -1,11 +1,23 @@
-"""Student versions: nbgrader's generate_assignment, then a check that nothing secret leaked."""
+"""Student versions: nbgrader's generate_assignment, a check that nothing secret leaked, and a record of
+what was released (`released.json` beside the gradebook: a checksum per notebook).
+
+Once students have submitted, releasing again would change the tests applied to work already handed in
+(nbgrader grades with the tests stored in the gradebook at release time), so it is refused unless forced.
+"""
+import datetime
+import hashlib
+import json
 import re
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateAssignment
 
 from .course import coursedir
+from .files import write_atomic
+
+RECORD = "released.json"
 
 REGION = re.compile(r"(BEGIN SOLUTION|BEGIN HIDDEN TESTS)(.*?)(END SOLUTION|END HIDDEN TESTS)", re.S)
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -13,6 +25,70 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 
 class LeakError(Exception):
     """A student version contains solution code, hidden tests or a sample answer."""
+
+
+class ReleaseRefused(Exception):
+    """Releasing again would change what is graded for students who have already submitted."""
+
+
+def checksum(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def record(root):
+    """{assignment: {"released": time, "release": {notebook: sha256}, "source": {notebook: sha256}}}."""
+    try:
+        return json.loads((Path(root) / RECORD).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def submission_count(db_url, assignment):
+    with Gradebook(db_url) as gb:
+        try:
+            return len(gb.find_assignment(assignment).submissions)
+        except MissingEntry:
+            return 0
+
+
+FORCE_EXPLAINED = ("重新发布后：已评分的提交保留现有成绩和人工评分；但之后再评分（course grade）时，"
+                   "所有提交（包括已经交上来的）都按新版本的测试和分值评分；学生手里的旧版 notebook 不会自动更新。"
+                   "若新旧版本的评分单元格不同（增删或改名），nbgrader 会拒绝，需要先删除该作业的提交。")
+
+
+def release(cfg, root, assignment, force=False, say=print):
+    """Generate, check and record one assignment's student version; returns the checked notebook paths."""
+    root = Path(root)
+    if not force and changes_since_release(root, assignment) == []:
+        say(f"  ＝ {assignment} 自上次发布以来没有改动")
+        return sorted((root / "release" / assignment).glob("*.ipynb"))
+    submitted = submission_count(cfg.CourseDirectory.db_url, assignment)
+    if submitted and not force:
+        raise ReleaseRefused(f"{assignment} 已有 {submitted} 份提交，不能重新发布：那会改变已提交作业的评分依据。"
+                             f"确需重新发布时加 --force。{FORCE_EXPLAINED}")
+    if submitted:
+        say(f"⚠ {assignment} 已有 {submitted} 份提交，按 --force 重新发布。{FORCE_EXPLAINED}")
+    checked = release_all(cfg, root, [assignment])
+    done = record(root)
+    done[assignment] = {
+        "released": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "release": {p.name: checksum(p) for p in checked},
+        "source": {p.name: checksum(p) for p in sorted((root / "source" / assignment).glob("*.ipynb"))}}
+    write_atomic(root / RECORD, json.dumps(done, ensure_ascii=False, indent=1, sort_keys=True))
+    return checked
+
+
+def changes_since_release(root, assignment):
+    """What differs from the record of `assignment` (empty when nothing); None if it was never released."""
+    entry = record(root).get(assignment)
+    if entry is None:
+        return None
+    root, notes = Path(root), []
+    for folder, key in (("release", "release"), ("source", "source")):
+        now = {p.name: checksum(p) for p in sorted((root / folder / assignment).glob("*.ipynb"))}
+        if now != entry[key]:
+            notes.append(f"{folder}/{assignment} 在发布后改动过")
+    return notes
 
 
 def generate(cfg, assignment):

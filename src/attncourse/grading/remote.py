@@ -128,7 +128,9 @@ class Session:
         self.request("swap_out", names=list(names))
 
     def forbid(self, solution_cell, names, reason):
-        used = integrity.forbidden_uses(self.student_cells, solution_cell, names, self.imports)
+        swapped = {k.arg for node in ast.walk(integrity.parse(self.cell_source)) if isinstance(node, ast.Call)
+                   and getattr(node.func, "id", None) == "using" for k in node.keywords}
+        used = integrity.forbidden_uses(self.student_cells, solution_cell, names, self.imports, judged_alone=swapped)
         if used:
             raise AssertionError(f"本题不允许用 {'、'.join(used)} 作答{('：' + reason) if reason else ''}")
 
@@ -143,7 +145,7 @@ class Session:
     def _source_of(self, definition):
         """The source of a function or class defined at the top level of the running test cell."""
         name = getattr(definition, "__name__", None)
-        tree = ast.parse(self.cell_source)
+        tree = integrity.parse(self.cell_source)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
                 start = min([d.lineno for d in node.decorator_list] + [node.lineno])

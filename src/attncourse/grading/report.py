@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
+import mistune
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -60,7 +61,8 @@ def _pass_rates(rates, title, path):
 
 
 def write_report(outcomes, out_dir, test_cells):
-    """`report.md` with PNG plots in `out_dir`; `test_cells` maps assignment -> test grade_ids."""
+    """`report.md` and `report.html` (opens in a browser) with PNG plots in `out_dir`; `test_cells` maps
+    assignment -> test grade_ids. Returns the Markdown file's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_assignment = defaultdict(list)
@@ -106,9 +108,26 @@ def write_report(outcomes, out_dir, test_cells):
             sec += [f"| {o.student} | {o.reason} |" for o in failed]
             sec.append("")
         sections += sec
-    path = out_dir / "report.md"
-    write_atomic(path, "\n".join(lines + [""] + sections) + "\n")
-    return path
+    text = "\n".join(lines + [""] + sections) + "\n"
+    write_atomic(out_dir / "report.md", text)
+    write_atomic(out_dir / "report.html", HTML_PAGE.format(body=mistune.create_markdown(plugins=["table"])(text)))
+    return out_dir / "report.md"
+
+
+HTML_PAGE = """<!DOCTYPE html>
+<html lang="zh-CN"><head><meta charset="utf-8"><title>班级评分报告</title>
+<style>
+body {{ font-family: "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", sans-serif; max-width: 960px;
+       margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
+th {{ background: #f3f3f3; }}
+img {{ max-width: 100%; }}
+code {{ background: #f6f6f6; padding: 0 3px; }}
+</style></head><body>
+{body}
+</body></html>
+"""
 
 
 def summary_table(outcomes):

@@ -10,7 +10,7 @@ import builtins
 import zlib
 
 from .. import checks
-from . import wire
+from . import integrity, wire
 from .remote import KernelLost, KernelTimeout, StudentError
 
 BUILTINS = set(dir(builtins))
@@ -23,7 +23,7 @@ class Verdict:
 
 def free_names(source):
     """Names a cell reads but never binds, minus builtins: what must come from the student's kernel."""
-    tree = ast.parse(source)
+    tree = integrity.parse(source)
     loaded, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

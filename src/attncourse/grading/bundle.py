@@ -1,0 +1,104 @@
+"""The student hand-out of one assignment: `build/student/<A>.zip`.
+
+It holds the released notebook(s), the figures they show, a wheel of `attncourse`, `constraints.txt` (the
+versions the grader uses) and a short Chinese README: everything a student needs, nothing from this
+repository's `source/` or `catalog/`. Before the zip is written, its notebooks pass the release leak check
+and its wheel is checked to hold exactly the public package `src/attncourse`.
+"""
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from ..config import settings
+from . import release
+
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
+README = Path(__file__).resolve().parent.parent / "templates" / "student" / "README.md"
+
+
+def figures(notebook_path):
+    """Local images a notebook's markdown shows, as paths relative to the notebook's folder."""
+    nb = nbformat.read(notebook_path, as_version=4)
+    links = (a or b for cell in nb.cells if cell.cell_type == "markdown" for a, b in IMAGE.findall(cell.source))
+    return sorted({link for link in links if not link.startswith(("http:", "https:", "data:", "attachment:"))})
+
+
+def wheel(root, out_dir):
+    """A wheel of the attncourse package (no dependencies bundled: pip installs them from PyPI)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(out_dir), str(root)], check=True)
+    return next(Path(out_dir).glob("attncourse-*.whl"))
+
+
+def contents(root, assignment, scratch):
+    """{name in the zip: bytes} of the hand-out."""
+    root = Path(root)
+    notebooks = sorted((root / "release" / assignment).glob("*.ipynb"))
+    if not notebooks or assignment not in release.record(root):
+        raise FileNotFoundError(f"{assignment} 尚未发布：先运行 course release {assignment}")
+    files = {f"{assignment}/{nb.name}": nb.read_bytes() for nb in notebooks}
+    for nb in notebooks:  # img/ beside the notebooks' folder, as in the course, so "../img/..." still works
+        for link in figures(nb):
+            files[os.path.relpath((nb.parent / link).resolve(), root)] = (nb.parent / link).read_bytes()
+    built = wheel(root, scratch)
+    files[built.name] = built.read_bytes()
+    constraints = root / "constraints.txt"
+    if constraints.exists():
+        files["constraints.txt"] = constraints.read_bytes()
+    files["README.md"] = README.read_text(encoding="utf-8").format(
+        title=settings(root)["course"]["name"], assignment=assignment, wheel=built.name,
+        notebooks="、".join(nb.name for nb in notebooks), first_notebook=notebooks[0].name).encode()
+    return files
+
+
+def leaks(root, assignment, files):
+    """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
+    catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
+    root, found = Path(root), []
+    package = Path(__file__).resolve().parent.parent
+    for name, data in files.items():
+        if name.startswith(("source/", "catalog/")) or "/source/" in name or "/catalog/" in name:
+            found.append(f"{name}: 课程的 source/ 或 catalog/ 文件")
+        elif name.endswith(".ipynb"):
+            source = root / "source" / assignment / Path(name).name
+            with tempfile.NamedTemporaryFile(suffix=".ipynb") as copy:
+                copy.write(data)
+                copy.flush()
+                try:
+                    release.check_release(source, copy.name)
+                except release.LeakError as exc:
+                    found.append(f"{name}: {exc}")
+        elif name.endswith(".whl"):
+            with zipfile.ZipFile(io.BytesIO(data)) as inner:
+                for member in inner.namelist():
+                    if member.startswith("attncourse-") and ".dist-info/" in member:
+                        continue
+                    mine = package.parent / member
+                    if not mine.is_file() or mine.read_bytes() != inner.read(member):
+                        found.append(f"{name}: {member} 不是 src/ 中的公开文件")
+    return found
+
+
+def build(root, assignment):
+    """Write build/student/<assignment>.zip; returns its path. Raises LeakError if anything secret is in it."""
+    root = Path(root)
+    with tempfile.TemporaryDirectory() as scratch:
+        files = contents(root, assignment, scratch)
+    found = leaks(root, assignment, files)
+    if found:
+        raise release.LeakError(f"作业包含有答案或隐藏测试：{'; '.join(found[:5])}")
+    target = root / "build" / "student" / f"{assignment}.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".zip.part")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in sorted(files.items()):
+            z.writestr(f"{assignment}/{name}", data)
+    tmp.replace(target)
+    return target

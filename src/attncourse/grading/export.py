@@ -1,0 +1,56 @@
+"""Grades for the LMS: one row per student, on nbgrader's export plugin interface.
+
+`nbgrader_config.py` makes this nbgrader's export plugin, so `course export` and plain `nbgrader export`
+write the same file: 学号, 姓名, one column per assignment, 总分, and 说明. A score counts what is decided:
+points held for review and written answers waiting for a TA are left out and named in 说明; a submission
+that could not be graded has an empty cell and its reason, never a 0.
+"""
+import csv
+import io
+from pathlib import Path
+
+from nbgrader.api import MissingEntry
+from nbgrader.plugins import ExportPlugin
+
+from .autograde import counted, read_record
+from .files import write_atomic
+
+
+class LMSExport(ExportPlugin):
+    """CSV for an LMS (UTF-8 with BOM, so that Excel opens the Chinese names)."""
+
+    def export(self, gradebook):
+        root = Path(self.parent.coursedir.root) if self.parent is not None else Path.cwd()
+        dest = Path(self.to or "grades_lms.csv")
+        assignments = [a.name for a in gradebook.assignments if not self.assignment or a.name in self.assignment]
+        buffer = io.StringIO()
+        out = csv.writer(buffer)
+        out.writerow(["学号", "姓名", *assignments, "总分", "说明"])
+        for student in sorted(gradebook.students, key=lambda s: s.id):
+            if self.student and student.id not in self.student:
+                continue
+            row, total, notes = [], 0.0, []
+            for name in assignments:
+                score, note = self._score(gradebook, root, name, student.id)
+                row.append("" if score is None else f"{score:g}")
+                total += score or 0.0
+                notes += [f"{name}：{note}"] if note else []
+            full_name = f"{student.last_name or ''}{student.first_name or ''}"
+            out.writerow([student.id, full_name, *row, f"{total:g}", "；".join(notes)])
+        write_atomic(dest if dest.is_absolute() else root / dest, "\ufeff" + buffer.getvalue())
+        self.log.info("Exported grades to %s", dest)
+
+    @staticmethod
+    def _score(gradebook, root, assignment, student):
+        """(points counted now or None, a note) for one student's assignment."""
+        record = read_record(root, assignment, student)
+        if record is not None and record.get("status") == "failed":
+            return None, f"评分失败（{record.get('reason', '')}）"
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            return None, "未提交"
+        score, _, _, pending, withheld = counted(submission)
+        held = [f"{withheld:g} 分待复核"] if withheld else []
+        waiting = [f"{pending:g} 分待人工评分"] if pending else []
+        return score, "，".join(held + waiting)
