@@ -1,9 +1,16 @@
-"""Catalog of assignment 2 (multi-head attention): the lecturer's d2l-zh code and realistic mistakes.
+"""Catalog of assignment 2 (multi-head attention): the lecturer's d2l-zh code, the deck's code and realistic mistakes.
 
 `LECTURER` is the code of the lecturer's deck (seeds 000/002) verbatim; cells it does not cover
-(`per_head_weights`, `load_from_torch`, the experiment) keep the source solution.
-Each variant lists the exact test cells that must lose points (no cascade between exercises).
+(`per_head_weights`, `load_from_torch`, `head_contributions`, the experiment) keep the source solution.
+`ALSO_CORRECT["deck"]` is the code the unit-2 deck teaches (`transpose_qkv`, `transpose_output`,
+`MultiHeadAttention`), read from `notebooks/02_multihead_attention.ipynb` when the catalog is loaded.
+Each variant lists the exact test cells that must lose points (no cascade between exercises); the forbidden
+shortcuts (`nn.MultiheadAttention`, `F.scaled_dot_product_attention`, `d2l.MultiHeadAttention`), aliased or
+wrapped, lose every test cell of exercise 2 and nothing else.
 """
+from pathlib import Path
+
+from attncourse.grading.variants import load_catalog
 
 NOTEBOOK = "multihead"
 
@@ -75,6 +82,14 @@ LECTURER = {
     "multihead_attention": _SEED_MHA,
 }
 
+ALSO_CORRECT = {}
+_DECK = load_catalog(Path(__file__).resolve().parents[1], "a1_scoring").deck_definitions(
+    Path("notebooks") / "02_multihead_attention.ipynb",
+    {"transpose_qkv": "transpose_qkv", "transpose_output": "transpose_output",
+     "MultiHeadAttention": "multihead_attention"})
+if _DECK:
+    ALSO_CORRECT["deck"] = _DECK
+
 # A student who writes the attention by hand instead of using d2l.DotProductAttention (correct here;
 # the variants below break one thing in it).
 _MY_ATTENTION = '''class MyDotProductAttention(nn.Module):
@@ -103,7 +118,94 @@ def _own(*pairs):
         *pairs]}
 
 
-_MHA_ALL = ("test_mha_vs_torch", "test_mha_valid_lens", "test_mha_kv_sizes")
+_INIT = '''class MultiHeadAttention(nn.Module):
+    """多头注意力"""
+    def __init__(self, key_size, query_size, value_size, num_hiddens,
+                 num_heads, dropout, bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.attention = d2l.DotProductAttention(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+'''
+
+# The forbidden shortcuts, each written so that its results are right: only the rule catches them.
+_TORCH_WRAPPED = '''def torch_attention(mha, queries, keys, values, valid_lens):
+    """把计算交给 nn.MultiheadAttention（参数从 mha 复制过去）"""
+    E, H = mha.W_q.out_features, mha.num_heads
+    bias = mha.W_q.bias is not None
+    twin = nn.MultiheadAttention(E, H, bias=bias, batch_first=True, kdim=mha.W_k.in_features,
+                                 vdim=mha.W_v.in_features).to(queries)
+    with torch.no_grad():
+        if twin.in_proj_weight is not None:
+            twin.in_proj_weight.copy_(torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight]))
+        else:
+            twin.q_proj_weight.copy_(mha.W_q.weight)
+            twin.k_proj_weight.copy_(mha.W_k.weight)
+            twin.v_proj_weight.copy_(mha.W_v.weight)
+        if bias:
+            twin.in_proj_bias.copy_(torch.cat([mha.W_q.bias, mha.W_k.bias, mha.W_v.bias]))
+            twin.out_proj.bias.copy_(mha.W_o.bias)
+        twin.out_proj.weight.copy_(mha.W_o.weight)
+    mask = None
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(-1, queries.shape[1])
+        mask = (torch.arange(keys.shape[1], device=keys.device) >= lens[..., None]).repeat_interleave(H, dim=0)
+    out, weights = twin.eval()(queries, keys, values, attn_mask=mask, average_attn_weights=False)
+    mha.attention.attention_weights = weights.reshape(-1, weights.shape[2], weights.shape[3])
+    return out
+
+
+''' + _INIT + '''
+    def forward(self, queries, keys, values, valid_lens):
+        return torch_attention(self, queries, keys, values, valid_lens)'''
+
+_SDPA_ALIAS = "attend = F.scaled_dot_product_attention\n\n\n" + _INIT + '''
+    def forward(self, queries, keys, values, valid_lens):
+        H = self.num_heads
+        q = transpose_qkv(self.W_q(queries), H)
+        k = transpose_qkv(self.W_k(keys), H)
+        v = transpose_qkv(self.W_v(values), H)
+        keep = None
+        if valid_lens is not None:
+            lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+            keep = torch.arange(k.shape[1], device=k.device) < torch.repeat_interleave(lens, H, dim=0)[..., None]
+        scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.shape[-1])
+        if keep is not None:
+            scores = scores.masked_fill(~keep, float("-inf"))
+        self.attention.attention_weights = F.softmax(scores, dim=-1)
+        return self.W_o(transpose_output(attend(q, k, v, attn_mask=keep), H))'''
+
+_D2L_SUBCLASS = '''class MultiHeadAttention(d2l.MultiHeadAttention):
+    """借用 d2l 1.0.3 的多头注意力，只换上 d2l-zh 签名要求的全连接层"""
+    def __init__(self, key_size, query_size, value_size, num_hiddens,
+                 num_heads, dropout, bias=False, **kwargs):
+        super().__init__(num_hiddens, num_heads, dropout, bias=bias)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)'''
+
+
+def _per_head(body):
+    """A head_contributions answer that loops over the heads; `body` appends head i's part."""
+    return ("def head_contributions(W_o, X, num_heads):\n"
+            "    head_dim = X.shape[-1] // num_heads\n"
+            "    parts = []\n"
+            "    for i in range(num_heads):\n"
+            "        cols = slice(i * head_dim, (i + 1) * head_dim)\n"
+            f"        {body}\n"
+            "    return torch.stack(parts, dim=1)")
+
+
+SHAPES, VS_TORCH, VALID_LENS = "test_mha_shapes", "test_mha_vs_torch", "test_mha_valid_lens"
+KV_SIZES, PARAM_COUNT, HC = "test_mha_kv_sizes", "test_mha_param_count", "test_head_contributions"
+_MHA_ALL = {VS_TORCH, VALID_LENS, KV_SIZES}
+_EXERCISE_2 = {SHAPES, VS_TORCH, VALID_LENS, KV_SIZES, PARAM_COUNT}
+_HC_SPLIT = "X = X.reshape(batch_size, num_queries, num_heads, head_dim).permute(0, 2, 1, 3)"
+_HC_W = "W = W_o.weight.reshape(W_o.out_features, num_heads, head_dim).permute(1, 2, 0)"
 
 VARIANTS = [
     # ---- exercise 1: transposes
@@ -116,7 +218,7 @@ VARIANTS = [
      "edits": {"transpose_output": [("    X = X.permute(0, 2, 1, 3)\n", "")]},
      "caught_by": {"test_transpose_output"}},
     {"id": "output_heads_outermost",
-     "mistake": "transpose_output 以为头在批量维度的最外层（按 (num_heads, batch_size) 拆分）",
+     "mistake": "transpose_output 以为头在批量维的最外层（按 (num_heads, batch_size) 拆分）",
      "edits": {"transpose_output": [
          ("X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])\n    X = X.permute(0, 2, 1, 3)",
           "X = X.reshape(num_heads, -1, X.shape[1], X.shape[2])\n    X = X.permute(1, 2, 0, 3)")]},
@@ -128,75 +230,94 @@ VARIANTS = [
      "caught_by": {"test_transpose_qkv", "test_transpose_output"}},
     # ---- exercise 2: MultiHeadAttention
     {"id": "valid_lens_repeat",
-     "mistake": "用 repeat 而不是 repeat_interleave 扩展 valid_lens（批量为 1 或长度相同时看不出来）",
+     "mistake": "用 repeat 而不是 repeat_interleave 扩展 valid_lens（批量大小为 1 或长度相同时看不出来）",
      "edits": {"multihead_attention": [
          ("torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)",
           "valid_lens.repeat(self.num_heads)")]},
-     "caught_by": {"test_mha_valid_lens"}},
+     "caught_by": {VALID_LENS}},
     {"id": "valid_lens_2d_flattened",
      "mistake": "repeat_interleave 没写 dim=0：二维 valid_lens 被展平，只在一维时正确",
      "edits": {"multihead_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads)")]},
-     "caught_by": {"test_mha_valid_lens"}},
+     "caught_by": {VALID_LENS}},
     {"id": "valid_lens_none_crash",
      "mistake": "没有处理 valid_lens=None，直接对 None 调用 repeat_interleave",
      "edits": {"multihead_attention": [
          ("        if valid_lens is not None:\n            valid_lens = torch",
           "        if True:\n            valid_lens = torch")]},
-     "caught_by": {"test_mha_vs_torch"}},
+     "caught_by": {VS_TORCH, VALID_LENS, KV_SIZES}},
     {"id": "forget_W_o",
      "mistake": "忘了输出投影 W_o，直接返回拼接结果",
      "edits": {"multihead_attention": [("return self.W_o(output_concat)", "return output_concat")]},
-     "caught_by": set(_MHA_ALL)},
+     "caught_by": _MHA_ALL},
     {"id": "swap_W_k_W_v",
      "mistake": "forward 中把 W_k 和 W_v 用反了",
      "edits": {"multihead_attention": [
          ("transpose_qkv(self.W_k(keys)", "transpose_qkv(self.W_v(keys)"),
          ("transpose_qkv(self.W_v(values)", "transpose_qkv(self.W_k(values)")]},
-     "caught_by": set(_MHA_ALL)},
+     "caught_by": _MHA_ALL},
     {"id": "init_key_value_sizes_swapped",
      "mistake": "构造 W_k、W_v 时把 key_size 和 value_size 写反（两者相等时看不出来）",
      "edits": {"multihead_attention": [
          ("nn.Linear(key_size, num_hiddens", "nn.Linear(VALUE_SIZE, num_hiddens"),
          ("nn.Linear(value_size, num_hiddens", "nn.Linear(key_size, num_hiddens"),
          ("nn.Linear(VALUE_SIZE, num_hiddens", "nn.Linear(value_size, num_hiddens")]},
-     "caught_by": {"test_mha_kv_sizes"}},
+     "caught_by": {KV_SIZES}},
     {"id": "W_k_built_with_query_size",
-     "mistake": "W_k 用 query_size 作输入维度（key_size 等于 query_size 时看不出来）",
+     "mistake": "W_k 用 query_size 作输入维度（key_size 等于 query_size 时看不出来，自注意力中正是如此）",
      "edits": {"multihead_attention": [("nn.Linear(key_size, num_hiddens", "nn.Linear(query_size, num_hiddens")]},
-     "caught_by": {"test_mha_kv_sizes", "test_mha_param_count"}},
+     "caught_by": {KV_SIZES, PARAM_COUNT}},
     {"id": "bias_always_on",
-     "mistake": "忽略 bias 参数，线性层总带偏置",
+     "mistake": "忽略 bias 参数，全连接层总带偏置",
      "edits": {"multihead_attention": [
          ("self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)", "self.W_q = nn.Linear(query_size, num_hiddens)"),
          ("self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)", "self.W_k = nn.Linear(key_size, num_hiddens)"),
          ("self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)", "self.W_v = nn.Linear(value_size, num_hiddens)"),
          ("self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)", "self.W_o = nn.Linear(num_hiddens, num_hiddens)")]},
-     "caught_by": {"test_mha_param_count"}},
+     "caught_by": {PARAM_COUNT}},
     {"id": "W_o_back_to_query_size",
      "mistake": "以为输出要回到输入维度，W_o 写成 num_hiddens → query_size",
      "edits": {"multihead_attention": [
          ("nn.Linear(num_hiddens, num_hiddens, bias=bias)", "nn.Linear(num_hiddens, query_size, bias=bias)")]},
-     "caught_by": {"test_mha_shapes"}},
+     "caught_by": {SHAPES, VALID_LENS, KV_SIZES}},
     {"id": "own_attention_correct",
      "mistake": "（不是错误）自己写注意力模块而不用 d2l.DotProductAttention：应得满分",
      "edits": _own(),
      "caught_by": set()},
+    {"id": "own_attention_no_weights",
+     "mistake": "自己写的注意力把权重存成 self.weights，而不是题目规定的 self.attention_weights",
+     "edits": _own(("self.attention_weights = F.softmax(scores, dim=-1)\n"
+                    "        return torch.bmm(self.dropout(self.attention_weights), values)",
+                    "self.weights = F.softmax(scores, dim=-1)\n"
+                    "        return torch.bmm(self.dropout(self.weights), values)")),
+     "caught_by": {SHAPES}},
     {"id": "scale_by_num_hiddens",
      "mistake": "自己写的注意力按 sqrt(num_hiddens) 而不是 sqrt(每个头的维度) 缩放",
      "edits": _own(("self.attention = MyDotProductAttention(dropout)",
                     "self.attention = MyDotProductAttention(dropout)\n        self.attention.scale_dim = num_hiddens"),
                    ("/ math.sqrt(d)", "/ math.sqrt(getattr(self, 'scale_dim', d))")),
-     "caught_by": set(_MHA_ALL)},
+     "caught_by": _MHA_ALL},
     {"id": "dropout_ignores_eval",
      "mistake": "自己写的注意力用 F.dropout(x, p) 而不是 nn.Dropout：eval() 下仍在暂退",
      "edits": _own(("torch.bmm(self.dropout(self.attention_weights), values)",
                     "torch.bmm(F.dropout(self.attention_weights, self.dropout.p), values)")),
-     "caught_by": {"test_mha_vs_torch"}},
+     "caught_by": {VS_TORCH}},
     {"id": "mask_built_on_cpu",
      "mistake": "在 forward 中用 torch.arange(n) 在 CPU 上构造掩码（只在 GPU 上出错）",
      "needs_cuda": True,
      "edits": _own(("torch.arange(keys.shape[1], device=scores.device)", "torch.arange(keys.shape[1])")),
-     "caught_by": {"test_mha_shapes", "test_mha_valid_lens", "test_mha_kv_sizes"}},
+     "caught_by": {SHAPES, VALID_LENS, KV_SIZES}},
+    {"id": "mha_torch_wrapped",
+     "mistake": "把参数拷进题目禁止的 nn.MultiheadAttention，由一个自己的函数调用它（结果是对的）",
+     "cells": {"multihead_attention": _TORCH_WRAPPED},
+     "caught_by": _EXERCISE_2},
+    {"id": "mha_sdpa_alias",
+     "mistake": "给题目禁止的 F.scaled_dot_product_attention 起个别名，拆头后调用它（结果是对的）",
+     "cells": {"multihead_attention": _SDPA_ALIAS},
+     "caught_by": _EXERCISE_2},
+    {"id": "mha_d2l_subclass",
+     "mistake": "继承题目禁止的 d2l.MultiHeadAttention，只换上 d2l-zh 签名要求的全连接层（结果是对的）",
+     "cells": {"multihead_attention": _D2L_SUBCLASS},
+     "caught_by": _EXERCISE_2},
     # ---- exercise 3: per-head weights
     {"id": "per_head_batch_major",
      "mistake": "逐头读出权重时以为头在外层：reshape(num_heads, batch_size, ...) 再交换前两维",
@@ -220,4 +341,39 @@ VARIANTS = [
      "edits": {"load_from_torch": [("w_q, w_k, w_v = torch_mha.in_proj_weight.split(E, dim=0)",
                                     "w_k, w_q, w_v = torch_mha.in_proj_weight.split(E, dim=0)")]},
      "caught_by": {"test_load_from_torch"}},
+    # ---- exercise 5: head_contributions
+    {"id": "hc_heads_interleaved",
+     "mistake": "拆头时把最后一维当成 (head_dim, num_heads)：各头拿到的是交错的列",
+     "edits": {"head_contributions": [
+         (_HC_SPLIT, "X = X.reshape(batch_size, num_queries, head_dim, num_heads).permute(0, 3, 1, 2)"),
+         (_HC_W, "W = W_o.weight.reshape(W_o.out_features, head_dim, num_heads).permute(2, 1, 0)")]},
+     "caught_by": {HC}},
+    {"id": "hc_rows_not_columns",
+     "mistake": "按行而不是按列切 W_o 的权重（W_o.weight[i*head_dim:(i+1)*head_dim]）",
+     "cells": {"head_contributions": _per_head("parts.append(X[..., cols] @ W_o.weight[cols])")},
+     "caught_by": {HC}},
+    {"id": "hc_no_transpose",
+     "mistake": "逐头相乘时忘了转置：X 的第 i 段乘以 W_o 的第 i 段列本身（W_o 的输出维度恰好等于 head_dim 时不报错）",
+     "cells": {"head_contributions": _per_head("parts.append(X[..., cols] @ W_o.weight[:, cols])")},
+     "caught_by": {HC}},
+    {"id": "hc_bias_in_each_head",
+     "mistake": "每个头的贡献都加上了 W_o 的偏置（F.linear 带偏置），各头之和就多了 (num_heads - 1) 份偏置",
+     "cells": {"head_contributions": _per_head("parts.append(F.linear(X[..., cols], W_o.weight[:, cols], W_o.bias))")},
+     "caught_by": {HC}},
+    {"id": "hc_heads_last",
+     "mistake": "返回 (batch_size, 查询数, num_heads, 输出维度)：头的维度放错了位置",
+     "edits": {"head_contributions": [("return torch.matmul(X, W.unsqueeze(0))",
+                                       "return torch.matmul(X, W.unsqueeze(0)).permute(0, 2, 1, 3)")]},
+     "caught_by": {HC}},
+    {"id": "hc_loop_ok",
+     "mistake": "（正确）逐个头循环：X 的第 i 段乘以 W_o 第 i 段列的转置",
+     "cells": {"head_contributions": _per_head("parts.append(X[..., cols] @ W_o.weight[:, cols].T)")},
+     "caught_by": set()},
+    {"id": "hc_zero_other_heads_ok",
+     "mistake": "（正确）逐个头：把其他头置零后调用 W_o，再减去偏置（与讲义的掩蔽同一个思路）",
+     "cells": {"head_contributions": _per_head(
+         "only_i = torch.zeros_like(X)\n"
+         "        only_i[..., cols] = X[..., cols]\n"
+         "        parts.append(W_o(only_i) if W_o.bias is None else W_o(only_i) - W_o.bias)")},
+     "caught_by": set()},
 ]
