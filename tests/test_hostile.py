@@ -1,4 +1,5 @@
-"""The hostile class (catalog/hostile.py), graded end to end by `course build --class` with the sandbox required.
+"""The hostile class (catalog/hostile.py), graded end to end by the instructor's commands (`course release`,
+`course grade --class`, `course feedback`, `course report`) with the sandbox required.
 
 Every case must get its expected outcome, every honest control full marks, and nothing a student did may
 reach the gradebook, other students, the feedback, the CSV or the machine after the run.
@@ -26,12 +27,22 @@ c.Execute.timeout = 10
 c.CourseExecute.interrupt_grace = 3
 c.Sandbox.mode = "required"
 """
-SANDBOX_UIDS = range(61000, 62000)
+SANDBOX_UIDS = range(61000, 71000)
 
 
 def course(root, *args, timeout=1800):
     return subprocess.run([sys.executable, "-m", "attncourse.cli", *args], cwd=root, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def grade_class(root, class_dir):
+    """What an instructor runs: release, grade the class folder, feedback, report. Returns the grade run."""
+    assert course(root, "release", "a1_scoring", "a2_multihead").returncode == 0
+    run = course(root, "grade", "--class", str(class_dir))
+    for step in ("feedback", "report"):
+        done = course(root, step)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return run
 
 
 def load_hostile():
@@ -55,7 +66,7 @@ def graded(tmp_path_factory):
     class_dir = root / "hostile_class"
     students = hostile.write_class(root, class_dir)
     honest_before = (class_dir / "c01_honest" / "a1_scoring" / "scoring.ipynb").read_bytes()
-    run = course(root, "build", "--no-slides", "--class", str(class_dir))
+    run = grade_class(root, class_dir)
     time.sleep(10)  # longer than the detached process of h20 would wait before forging a row
     with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
@@ -146,7 +157,8 @@ def test_gradebook_and_submissions_are_untouched(graded):
         manual = [g for s in gb.students for sub in s.submissions for nb in sub.notebooks for g in nb.grades
                   if g.manual_score is not None]
         assert manual == [], "no manual grade was entered, yet some exist"
-    assert (graded["class_dir"] / "c01_honest" / "a1_scoring" / "scoring.ipynb").read_bytes() == graded["honest_before"]
+    for folder in (graded["class_dir"], graded["root"] / "submitted"):
+        assert (folder / "c01_honest" / "a1_scoring" / "scoring.ipynb").read_bytes() == graded["honest_before"]
 
 
 def test_feedback_leaks_nothing_and_carries_no_active_content(graded):
@@ -175,9 +187,9 @@ def test_a_killed_grader_leaves_no_grade_that_looks_finished(tmp_path):
     hostile = load_hostile()
     hostile.CASES = [c for c in hostile.CASES if c["id"].startswith("c")]
     students = hostile.write_class(root, root / "class")
-    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "build", "--no-slides", "--class",
-                             str(root / "class")], cwd=root, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    assert course(root, "release", "a1_scoring", "a2_multihead").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "grade", "--class", str(root / "class")],
+                            cwd=root, stdout=subprocess.PIPE, text=True, start_new_session=True)
     for line in proc.stdout:
         if re.match(r"\[[23]/", line):
             break
@@ -185,8 +197,8 @@ def test_a_killed_grader_leaves_no_grade_that_looks_finished(tmp_path):
     proc.wait()
     time.sleep(2)
     assert sandbox_processes() == [], "a kernel outlived the killed grader"
-    run = course(root, "build", "--no-slides", "--class", str(root / "class"))
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    run = course(root, "grade")
+    assert run.returncode == 0 and course(root, "report").returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(students)
@@ -202,19 +214,14 @@ def test_a_locked_gradebook_is_waited_for(tmp_path):
     hostile = load_hostile()
     hostile.CASES = [c for c in hostile.CASES if c["id"] in ("c01_honest", "c05_honest_lecturer")]
     hostile.write_class(root, root / "class")
-    assert course(root, "build", "--no-slides", "--class", str(root / "class")).returncode == 0
-    for path in (root / "build" / "grading" / "records").rglob("*.json"):
-        path.unlink()  # make the next run grade again
+    assert grade_class(root, root / "class").returncode == 0
     holder = sqlite3.connect(root / "gradebook.db", timeout=30)
     holder.execute("BEGIN EXCLUSIVE")
-    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "build", "--no-slides", "--class",
-                             str(root / "class")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "grade", "--student", "c01_honest"],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(8)
     holder.rollback()
     holder.close()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
-    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f))
-    assert rows and all(r["status"] == "graded" for r in rows), rows
+    assert re.search(r"a1_scoring\s+c01_honest\s+✔ 20/", out), out[-2000:]

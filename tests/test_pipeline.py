@@ -1,8 +1,10 @@
-"""The main job on the demo class, end to end, through the `course` command an instructor runs."""
+"""The one-command demo (`course build`) end to end: the demo class in build/demo/, a course of its own."""
 import csv
+import re
 import subprocess
 import sys
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
@@ -12,6 +14,7 @@ from conftest import copy_course
 pytestmark = pytest.mark.slow
 
 FAILED = {"demo_crash": "内核崩溃", "demo_loop": "无限循环", "demo_corrupt": "损坏"}
+GRADED = ("demo_full", "demo_lecturer", "demo_partial", "demo_untouched", "demo_deleted_test", "demo_tamper")
 
 
 def course(root, *args):
@@ -19,9 +22,11 @@ def course(root, *args):
                           capture_output=True, text=True, timeout=1200)
 
 
-def read_grades(root):
-    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
-        return {(r["assignment"], r["student"]): r for r in csv.DictReader(f)}
+def read_grades(demo):
+    with open(demo / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = {(r["assignment"], r["student"]): r for r in csv.DictReader(f)}
+    assert rows, "grades.csv has no rows"
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -29,43 +34,56 @@ def demo_run(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("demo_course"))
     (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text()
                                              + "\nc.Execute.timeout = 10  # test-only: the endless loop ends sooner\n")
+    real = course(root, "release", "a1_scoring")  # a real class has begun in this course folder
+    assert real.returncode == 0, real.stderr
+    state = {name: (root / name).read_bytes() for name in ("gradebook.db", release.RECORD)}
     first = course(root, "build", "--no-slides")
-    return root, first
+    return root, root / "build" / "demo", first, state
 
 
 def test_main_command_succeeds_and_prints_summary(demo_run):
-    root, run = demo_run
+    root, demo, run, _ = demo_run
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "汇总" in run.stdout and "demo_full" in run.stdout
 
 
+def test_the_demo_never_touches_the_real_class(demo_run):
+    root, demo, _, state = demo_run
+    for name, content in state.items():
+        assert (root / name).read_bytes() == content, f"the demo changed the real {name}"
+    assert not (root / "submitted").exists() and not (root / "feedback").exists()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert gb.students == []
+
+
 def test_outputs_are_left_in_place(demo_run):
-    root, _ = demo_run
-    for path in ["release", "autograded/demo_full", "feedback/demo_full", "build/grades.csv",
-                 "build/report/report.md", "gradebook.db"]:
-        assert (root / path).exists(), path
-    assert list((root / "build" / "report").glob("*-scores.png"))
-    assert list((root / "build" / "report").glob("*-tests.png"))
+    _, demo, _, _ = demo_run
+    for path in ["release", "released.json", "gradebook.db", "autograded/demo_full", "feedback/demo_full",
+                 "build/grades.csv", "build/report/report.md", "build/report/report.html"]:
+        assert (demo / path).exists(), path
+    assert list((demo / "build" / "report").glob("*-scores.png"))
+    assert list((demo / "build" / "report").glob("*-tests.png"))
 
 
 def test_broken_submissions_fail_with_a_reason_not_a_zero(demo_run):
-    root, _ = demo_run
-    grades = read_grades(root)
-    report = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    _, demo, _, _ = demo_run
+    grades = read_grades(demo)
+    report = (demo / "build" / "report" / "report.md").read_text(encoding="utf-8")
     aids = {a for a, _ in grades}
+    assert len(aids) >= 3
     for aid in aids:
         for student, words in FAILED.items():
             row = grades[(aid, student)]
             assert row["status"] == "failed" and words in row["reason"] and row["score"] == "", row
             assert student in report
-        for student in ("demo_full", "demo_lecturer", "demo_partial", "demo_untouched", "demo_deleted_test"):
+        for student in GRADED:
             assert grades[(aid, student)]["status"] == "graded", grades[(aid, student)]
 
 
 def test_tampering_is_flagged_for_review(demo_run):
-    root, _ = demo_run
-    grades = read_grades(root)
-    report = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    _, demo, _, _ = demo_run
+    grades = read_grades(demo)
+    report = (demo / "build" / "report" / "report.md").read_text(encoding="utf-8")
     for aid in {a for a, _ in grades}:
         assert "改写了 torch" in grades[(aid, "demo_tamper")]["review"]
         assert grades[(aid, "demo_full")]["review"] == ""
@@ -73,37 +91,37 @@ def test_tampering_is_flagged_for_review(demo_run):
 
 
 def test_grades_order_the_demo_students(demo_run):
-    root, _ = demo_run
-    grades = read_grades(root)
+    _, demo, _, _ = demo_run
+    grades = read_grades(demo)
     for aid in {a for a, _ in grades}:
-        score = {s: float(grades[(aid, s)]["score"]) for a, s in grades if a == aid and grades[(aid, s)]["score"]}
+        score = {s: float(grades[(aid, s)]["score"]) for s in GRADED}
         assert score["demo_untouched"] == 0
         assert 0 < score["demo_partial"] < score["demo_full"]
-        assert score["demo_lecturer"] == score["demo_full"] == score["demo_deleted_test"]
+        assert score["demo_lecturer"] == score["demo_full"] == score["demo_deleted_test"] > 0
 
 
 def test_feedback_is_chinese_and_hides_the_tests(demo_run):
-    root, _ = demo_run
-    for html in (root / "feedback").rglob("*.html"):
-        text = html.read_text(encoding="utf-8")
-        aid = html.parent.name
-        source = next((root / "source" / aid).glob("*.ipynb"))
-        import nbformat
+    _, demo, _, _ = demo_run
+    pages = sorted((demo / "feedback").rglob("*.html"))
+    graded = [key for key, row in read_grades(demo).items() if row["status"] == "graded"]
+    assert len(pages) == len(graded)
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        source = next((demo / "source" / page.parent.name).glob("*.ipynb"))
         secrets = release.secret_lines(nbformat.read(source, as_version=4), hidden_only=True)
         assert secrets
-        shown = [s for s in secrets if s in text]
-        assert not shown, f"{html}: shows {shown[:3]}"
+        assert not [s for s in secrets if s in text], page
         assert "BEGIN HIDDEN TESTS" not in text
         assert "✅ 通过" in text or "❌ 未通过" in text
 
 
 def test_rerun_keeps_grades_and_manual_grades(demo_run):
-    root, _ = demo_run
-    before = read_grades(root)
-    db = f"sqlite:///{root / 'gradebook.db'}"
+    root, demo, _, _ = demo_run
+    before = read_grades(demo)
+    db = f"sqlite:///{demo / 'gradebook.db'}"
     with Gradebook(db) as gb:
         manual = [(g.cell.name, g.notebook.name, g.assignment.name) for sub in gb.find_student("demo_full").submissions
-                  for nb in sub.notebooks for g in nb.grades if g.cell.name and not g.auto_score and g.needs_manual_grade]
+                  for nb in sub.notebooks for g in nb.grades if g.needs_manual_grade and g.manual_score is None]
         assert manual, "the assignments should have a manually graded answer"
         for cell, notebook, aid in manual:
             grade = gb.find_grade(cell, notebook, aid, "demo_full")
@@ -111,15 +129,16 @@ def test_rerun_keeps_grades_and_manual_grades(demo_run):
         gb.db.commit()
     again = course(root, "build", "--no-slides")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-    after = read_grades(root)
+    marks = re.findall(r"\[\d+/\d+\] (\S+)\s+(\S+)\s+([✔＝✘])", again.stdout)
+    assert marks and all(mark == "＝" for aid, student, mark in marks if student in GRADED), \
+        "unchanged submissions must be kept, not graded again"
+    after = read_grades(demo)
+    assert set(after) == set(before)
     for key, row in before.items():
+        assert after[key]["status"] == {"graded": "kept"}.get(row["status"], row["status"]), key
         if row["status"] == "graded":
-            assert after[key]["status"] in ("graded", "kept")
-            expected = float(row["score"]) + (sum(1 for m in manual if m[2] == key[0]) and
-                                              _manual_points(db, key[0]) if key[1] == "demo_full" else 0)
-            assert float(after[key]["score"]) == pytest.approx(expected), key
-        else:
-            assert after[key]["status"] == "failed"
+            added = sum(1 for m in manual if m[2] == key[0]) and _manual_points(db, key[0]) if key[1] == "demo_full" else 0
+            assert float(after[key]["score"]) == pytest.approx(float(row["score"]) + added), key
     with Gradebook(db) as gb:
         for cell, notebook, aid in manual:
             assert gb.find_grade(cell, notebook, aid, "demo_full").manual_score is not None
@@ -132,8 +151,7 @@ def _manual_points(db, aid):
 
 
 def test_bad_class_folder_is_a_clear_error_and_changes_nothing(demo_run, tmp_path):
-    root, _ = demo_run
-    db_before = (root / "gradebook.db").read_bytes()
-    run = course(root, "build", "--no-slides", "--class", str(tmp_path / "no_such_folder"))
+    root, _, _, state = demo_run
+    run = course(root, "grade", "--class", str(tmp_path / "no_such_folder"))
     assert run.returncode != 0 and "找不到提交目录" in run.stderr
-    assert (root / "gradebook.db").read_bytes() == db_before
+    assert (root / "gradebook.db").read_bytes() == state["gradebook.db"]

@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import pathlib
+import select
 import shutil
 import signal
 import socket
@@ -49,7 +50,7 @@ class Zygote:
     def _start(self):
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
         env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE}
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid())], env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.time() + self.timeout
@@ -116,25 +117,9 @@ class ForkedProcess:
         self.send_signal(signal.SIGTERM)
 
 
-class UidPool:
-    """One unprivileged uid per running kernel, so kernels cannot signal or read one another."""
-
-    def __init__(self, base):
-        self.base, self.used, self.lock = base, set(), threading.Lock()
-
-    def take(self):
-        with self.lock:
-            uid = next(u for u in range(self.base, self.base + 10_000) if u not in self.used)
-            self.used.add(uid)
-            return uid
-
-    def release(self, uid):
-        with self.lock:
-            self.used.discard(uid)
-
-
 class PreloadedProvisioner(LocalProvisioner):
-    """Launches ipykernel as a fork of the zygote, sandboxed when a sandbox is configured."""
+    """Launches ipykernel as a fork of the zygote, sandboxed when a sandbox is configured; each sandboxed
+    kernel runs as a uid of its own from the run's block (`sandbox.UidBlock`)."""
 
     zygote = None  # set by preloaded_kernels()
     sandbox = None
@@ -213,7 +198,8 @@ def preloaded_kernels(log=print, sandbox=None):
     if sandbox is not None:
         PreloadedProvisioner.sandbox = {name: getattr(sandbox, name) for name in sandbox.trait_names()
                                         if sandbox.trait_metadata(name, "config")}
-        PreloadedProvisioner.uids = UidPool(sandbox.uid_base)
+        PreloadedProvisioner.uids = uids = sandboxes.UidBlock(sandbox.uid_base)
+        uids.kill_all()  # left over from a run that was killed
     factory.default_provisioner_name = NAME
     try:
         yield
@@ -221,17 +207,25 @@ def preloaded_kernels(log=print, sandbox=None):
         factory.default_provisioner_name = saved
         PreloadedProvisioner.zygote = PreloadedProvisioner.sandbox = PreloadedProvisioner.uids = None
         zygote.close()
+        if sandbox is not None:
+            left = uids.kill_all()
+            uids.close()
+            if left:
+                log(f"（结束时清理了 {len(left)} 个仍在运行的沙箱进程：{'；'.join(left[:3])}）")
 
 
 # --- the zygote's side ------------------------------------------------------------------------------------------
 
-def _die_with_parent():
-    """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run."""
+def _die_with_parent(parent=None):
+    """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run. `parent`: the
+    pid it must have; if it has already gone (before the signal was armed), leave now."""
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def _become_kernel(request):
@@ -266,6 +260,7 @@ def _fork_sandboxed(request):
     files = {path: base64.b64decode(data) for path, data in spec["files"].items()}
     holder_proc, holder = sandboxes.start_holder(settings)
     read, write = os.pipe()
+    zygote = os.getpid()
     keeper = os.fork()
     if keeper == 0:  # the keeper: joins the sandbox, forks the kernel, waits for it, then leaves
         for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's socket stays out of the sandbox
@@ -276,13 +271,19 @@ def _fork_sandboxed(request):
                     pass
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _die_with_parent()
+            _die_with_parent(zygote)
             sandboxes.join(holder)
+            alive_r, alive_w = os.pipe()  # open while the keeper lives: the kernel checks it once armed
             kernel = os.fork()
             if kernel == 0:
                 os.close(write)
-                sandboxes.become_student(settings, spec["uid"], files)
+                os.close(alive_w)
+                sandboxes.become_student(settings, spec["uid"], files)  # arms PDEATHSIG (to the keeper)
+                if select.select([alive_r], [], [], 0)[0]:  # end of file: the keeper died before that
+                    os._exit(1)
+                os.close(alive_r)
                 _become_kernel(request)
+            os.close(alive_r)
             os.write(write, f"{kernel}\n".encode())
             os.close(write)
             os.waitpid(kernel, 0)
@@ -299,9 +300,9 @@ def _fork_sandboxed(request):
     return int(line)
 
 
-def serve(path):
+def serve(path, grader):
     """The zygote: import once, then fork a kernel per request."""
-    _die_with_parent()
+    _die_with_parent(grader)
     for module in PRELOAD:
         importlib.import_module(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
@@ -329,4 +330,4 @@ def serve(path):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -11,12 +11,15 @@ Where bubblewrap cannot run (not Linux, not root, not installed), grading goes o
 says so loudly: the student's code then runs with the grader's identity and files.
 """
 import ctypes
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from traitlets import Int, Unicode
@@ -41,8 +44,8 @@ class Sandbox(Configurable):
     file_size = Int(64 << 20, help="Largest file a kernel may write, in bytes (RLIMIT_FSIZE).").tag(config=True)
     disk = Int(256 << 20, help="Size of each of the kernel's writable folders (/home/student, /tmp), in bytes."
                ).tag(config=True)
-    uid_base = Int(61000, help="Kernels run as uids uid_base, uid_base + 1, ... (one per running kernel)."
-                   ).tag(config=True)
+    uid_base = Int(61000, help="Kernels run as uids from uid_base up (one per running kernel, 10000 in all); no "
+                               "other process on the machine may use them.").tag(config=True)
 
     def problem(self):
         """Why sandboxes cannot be made here ('' when they can)."""
@@ -163,3 +166,52 @@ def kill_holder(proc, holder_pid):
     except ProcessLookupError:
         pass
     proc.wait(timeout=10)
+
+
+BLOCK, BLOCKS = 100, 100  # a run's kernels use one block of uids: uid_base + block * BLOCK + 0 … BLOCK - 1
+
+
+class UidBlock:
+    """The uids one grading run gives its kernels: a block no other run on this machine uses at the same time
+    (claimed with an exclusive flock), so that cleaning up never touches another run's kernels."""
+
+    def __init__(self, base):
+        folder = Path(tempfile.gettempdir()) / "attncourse-uid-blocks"
+        folder.mkdir(exist_ok=True)
+        for block in range(BLOCKS):
+            handle = open(folder / f"{base}-{block}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            self.handle, self.first = handle, base + block * BLOCK
+            self.used, self.lock = set(), threading.Lock()
+            return
+        raise RuntimeError(f"all {BLOCKS} blocks of sandbox uids are in use")
+
+    def take(self):
+        with self.lock:
+            uid = next(u for u in range(self.first, self.first + BLOCK) if u not in self.used)
+            self.used.add(uid)
+            return uid
+
+    def release(self, uid):
+        with self.lock:
+            self.used.discard(uid)
+
+    def kill_all(self):
+        """SIGKILL every process running as one of this block's uids; returns what was killed."""
+        killed = []
+        for entry in Path("/proc").iterdir():
+            try:
+                uid = int((entry / "status").read_text().split("\nUid:")[1].split()[0])
+                if self.first <= uid < self.first + BLOCK:
+                    killed.append(f"{entry.name}: uid {uid}, {(entry / 'cmdline').read_bytes()[:80]!r}")
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, IndexError, ValueError):
+                pass
+        return killed
+
+    def close(self):
+        self.handle.close()  # releases the flock
