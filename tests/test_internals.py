@@ -1,0 +1,91 @@
+"""The internals of nbgrader, nbclient, jupyter_client and nbconvert that the grading pipeline relies on.
+
+The course overrides or calls these private or undocumented pieces. Their versions are pinned
+(constraints.txt); this test fails, naming what to review, when one of them changes under an upgrade.
+To accept a reviewed change, update its fingerprint here.
+"""
+import hashlib
+import inspect
+from importlib.metadata import version
+
+import pytest
+
+PINNED = {"nbgrader": "0.9.6", "nbclient": "0.11.0", "jupyter_client": "8.10.0", "nbconvert": "7.17.2",
+          "ipykernel": "7.4.0"}
+
+# (object, what relies on it, sha256 of its source, first 16 hex digits)
+INTERNALS = [
+    ("nbgrader.converters.autograde:Autograde.convert_single_notebook",
+     "grading/autograde.py CourseAutograde copies it without nbgrader's thread-unsafe setenv", "CONVERT"),
+    ("nbgrader.converters.autograde:Autograde.init_assignment",
+     "grading/autograde.py grades a staged copy; nbgrader copies source files and creates the submission here",
+     "INIT_ASSIGNMENT"),
+    ("nbgrader.converters.base:BaseConverter.init_assignment",
+     "grading/staging.py: nbgrader copies every non-notebook file into autograded/ and feedback/", "BASE_INIT"),
+    ("nbgrader.preprocessors.overwritecells:OverwriteCells.add_missing_task_cells",
+     "grading/staging.py removes duplicate ids itself (nbgrader leaves {} metadata that crashes here)", "TASKS"),
+    ("nbgrader.preprocessors.deduplicateids:DeduplicateIds.preprocess_cell",
+     "grading/staging.py keeps the last of duplicated cells, as this does", "DEDUP"),
+    ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_score",
+     "grading/autograde.py hold_for_review sets needs_manual_grade after this ran", "SAVE"),
+    ("nbgrader.utils:determine_grade",
+     "grading/execution.py writes a test cell's verdict as no output (pass) or one error (fail)", "DETERMINE"),
+    ("nbclient.client:NotebookClient.output", "grading/execution.py CourseExecute.output caps output bytes", "OUTPUT"),
+    ("nbclient.client:NotebookClient.async_execute_cell",
+     "grading/execution.py: test cells never reach the kernel (preprocess_cell is overridden)", "EXECUTE_CELL"),
+    ("nbclient.client:NotebookClient._async_handle_timeout",
+     "grading/execution.py fails a submission whose kernel ignores the interrupt", "TIMEOUT"),
+    ("nbconvert.preprocessors.execute:ExecutePreprocessor.preprocess",
+     "grading/execution.py CourseExecute.preprocess and preprocess_cell", "PREPROCESS"),
+    ("jupyter_client.provisioning.local_provisioner:LocalProvisioner.pre_launch",
+     "grading/preload.py switches sandboxed kernels to ipc transport before the connection file is written",
+     "PRE_LAUNCH"),
+    ("jupyter_client.provisioning.local_provisioner:LocalProvisioner.launch_kernel",
+     "grading/preload.py PreloadedProvisioner forks kernels instead", "LAUNCH"),
+    ("jupyter_client.manager:KernelManager._async_launch_kernel",
+     "grading/preload.py returns the connection info with the kernel's socket path", "MANAGER_LAUNCH"),
+    ("ipykernel.kernelapp:IPKernelApp.initialize", "grading/preload.py starts a forked kernel with it", "KERNELAPP"),
+]
+FINGERPRINTS = {
+    "CONVERT": "d46973a12f2e4e75",
+    "INIT_ASSIGNMENT": "a7c144dc746ec205",
+    "BASE_INIT": "bcfda8a38bd24281",
+    "TASKS": "479e921aed437e9f",
+    "DEDUP": "ee5f39e017935a9d",
+    "SAVE": "ee891a8fe3657ce7",
+    "DETERMINE": "f97b74436f014b62",
+    "OUTPUT": "8ac7ba61fc598f51",
+    "EXECUTE_CELL": "366a0d406d758da2",
+    "TIMEOUT": "27d6db41082b053f",
+    "PREPROCESS": "58beeaafc496ae5f",
+    "PRE_LAUNCH": "2cb873ebeb4f5c1c",
+    "LAUNCH": "5a5d3e639018fd53",
+    "MANAGER_LAUNCH": "5ba0dfe7cf7e85aa",
+    "KERNELAPP": "a6f709f442443cde",
+}
+
+
+def _resolve(path):
+    module, _, attribute = path.partition(":")
+    obj = __import__(module, fromlist=["_"])
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def fingerprint(path):
+    return hashlib.sha256(inspect.getsource(_resolve(path)).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("package, wanted", sorted(PINNED.items()))
+def test_pinned_versions(package, wanted):
+    assert version(package) == wanted, (
+        f"{package} is {version(package)}, the course was built against {wanted}: review tests/test_internals.py "
+        "and the code it names, then update constraints.txt and this pin")
+
+
+@pytest.mark.parametrize("path, relies, key", INTERNALS, ids=[i[0] for i in INTERNALS])
+def test_relied_on_internals_are_unchanged(path, relies, key):
+    got = fingerprint(path)
+    assert got == FINGERPRINTS[key], (
+        f"{path} changed (fingerprint {got}): review {relies}; if it still holds, set FINGERPRINTS[{key!r}] = {got!r}")
