@@ -34,11 +34,14 @@ c.LimitOutput.max_traceback = 50
 # Feedback shows each test's docstring and a Chinese verdict, never the (hidden) test code, and no active
 # content (scripts, SVG, event handlers) from the student's cells.
 c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
+    "attncourse.grading.feedback.GetGradesAndWaits",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "attncourse.grading.feedback.HideTestSource",
     "attncourse.grading.feedback.SafeHTML",
 ]
+# In Chinese, points waiting for a grader shown as waiting, math from a MathJax file beside each page.
+c.HTMLExporter.template_name = "course_feedback"
+c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.feedback", fromlist=["_"]).TEMPLATES
 
 # `course collect` and `nbgrader zip_collect`: how an LMS names the files it hands out. The pattern is matched
 # against each file's name and must give student_id and file_id; full_name (or first_name/last_name) and a

@@ -4,7 +4,7 @@
 #     pinned by constraints.txt (requirements.txt);
 #   - a CJK font for Chinese in figures, Chromium for the slide checks, bubblewrap for the grading sandbox
 #     (apt, when run as root);
-#   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides.
+#   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides and feedback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,10 +52,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # --- offline slide assets from the npm registry ---
-if [ ! -f build/vendor/node_modules/mathjax/MathJax.js ] || [ ! -d build/vendor/node_modules/reveal.js/dist ]; then
-  log "reveal.js, MathJax, require.js, jQuery (npm) into build/vendor"
+if [ ! -f build/vendor/node_modules/mathjax/MathJax.js ] || [ ! -d build/vendor/node_modules/reveal.js/dist ] \
+   || [ ! -f build/vendor/node_modules/mathjax3/es5/tex-svg.js ]; then
+  log "reveal.js, MathJax 2 (slides) and 3 (feedback), require.js, jQuery (npm) into build/vendor"
   mkdir -p build/vendor
   npm install --prefix build/vendor --no-audit --no-fund --silent \
-    reveal.js@4.0.2 mathjax@2.7.7 requirejs@2.1.10 jquery@2.2.4
+    reveal.js@4.0.2 mathjax@2.7.7 mathjax3@npm:mathjax@3.2.2 requirejs@2.1.10 jquery@2.2.4
 fi
 log "ready"

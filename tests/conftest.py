@@ -18,12 +18,14 @@ use_this_environment()
 
 
 def copy_course(dest):
-    """A scratch course with the repo's content and no grading state."""
+    """A scratch course with the repo's content and no grading state (the npm assets of setup.sh linked)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name in COURSE_FILES:
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
+    (dest / "build").mkdir()
+    (dest / "build" / "vendor").symlink_to(ROOT / "build" / "vendor")
     return dest
 
 

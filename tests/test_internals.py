@@ -45,8 +45,12 @@ INTERNALS = [
     ("jupyter_client.manager:KernelManager._async_launch_kernel",
      "grading/preload.py returns the connection info with the kernel's socket path", "MANAGER_LAUNCH"),
     ("ipykernel.kernelapp:IPKernelApp.initialize", "grading/preload.py starts a forked kernel with it", "KERNELAPP"),
+    ("nbgrader.preprocessors.getgrades:GetGrades._get_score",
+     "grading/feedback.py GetGradesAndWaits extends it and relies on self.gradebook and the submission ids",
+     "GET_SCORE"),
 ]
 FINGERPRINTS = {
+    "GET_SCORE": "5c26775a7cad81d9",
     "CONVERT": "d46973a12f2e4e75",
     "INIT_ASSIGNMENT": "a7c144dc746ec205",
     "BASE_INIT": "bcfda8a38bd24281",

@@ -112,7 +112,22 @@ def test_feedback_is_chinese_and_hides_the_tests(demo_run):
         assert secrets
         assert not [s for s in secrets if s in text], page
         assert "BEGIN HIDDEN TESTS" not in text
-        assert "✅ 通过" in text or "❌ 未通过" in text
+        assert 'class="verdict pass"' in text or 'class="verdict fail"' in text
+
+
+def test_feedback_reads_offline_in_chinese(demo_run):
+    """Labels in Chinese, an ungraded written answer shown as waiting (not as 0), no emoji (fonts without them
+    show boxes), and math typeset by the MathJax file published beside the page, not from a CDN."""
+    _, demo, _, _ = demo_run
+    pages = sorted((demo / "feedback").rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "你的回答" in text and "得分：" in text and "Student's answer" not in text, page
+        if page.parent.parent.name != "demo_untouched":  # an unanswered question is a 0, not waiting
+            assert "待人工评分" in text, f"{page}: the written answer should be shown as waiting for a grader"
+        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text) and "✅" not in text and "❌" not in text, page
+        assert re.search(r'<script[^>]*src="mathjax-tex-svg.js"', text) and (page.parent / "mathjax-tex-svg.js").is_file()
 
 
 def test_rerun_keeps_grades_and_manual_grades(demo_run):

@@ -34,12 +34,13 @@ def test_generate_autograde_feedback_export(tmp_path, assignment_ids):
         nbformat.write(nb, root / "submitted" / student / aid / f"{catalog.NOTEBOOK}.ipynb")
     nbgrader(root, "autograde", aid)
     nbgrader(root, "generate_feedback", aid)
-    nbgrader(root, "export", "--to", "grades_plain.csv")
-    with open(root / "grades_plain.csv", encoding="utf-8") as f:
-        plain = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f) if row["assignment"] == aid}
+    nbgrader(root, "export", "--to", "grades_plain.csv")  # the course's LMS export plugin (nbgrader_config.py)
+    with open(root / "grades_plain.csv", encoding="utf-8-sig") as f:
+        plain = {row["学号"]: float(row[aid]) for row in csv.DictReader(f)}
+    assert set(plain) == {"alice", "bob"}
     assert plain["alice"] > plain["bob"]
     html = (root / "feedback" / "bob" / aid / f"{catalog.NOTEBOOK}.html").read_text(encoding="utf-8")
-    assert "BEGIN HIDDEN TESTS" not in html and "❌ 未通过" in html
+    assert "BEGIN HIDDEN TESTS" not in html and 'class="verdict fail"' in html
 
     # the course's path on a fresh copy gives the same score, cell by cell
     other = copy_course(tmp_path / "course_path")

@@ -8,6 +8,7 @@ uses what was released (the tests stored in the gradebook), never regenerates, a
 gradebook and release record, so the demo never touches a real class.
 """
 import html
+import os
 import re
 import shutil
 import tempfile
@@ -22,7 +23,7 @@ from nbgrader.converters import GenerateFeedback
 from nbgrader.converters.base import NbGraderException
 
 from .. import slides
-from . import autograde, collect, demo, logs, release, report
+from . import autograde, collect, demo, feedback, logs, release, report
 from .course import assignments, coursedir, nbgrader_config, submissions
 from .files import replace_dir
 from .variants import test_cell_ids
@@ -139,6 +140,9 @@ def publish_feedback(root, outcomes):
               for a in {o.assignment for o in outcomes}}
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
+    mathjax = vendor_file(root, "mathjax3/es5/tex-svg.js")
+    if mathjax is None:
+        print("  ⚠ 找不到 MathJax 3（scripts/setup.sh 安装到 build/vendor）：反馈中的公式将显示为 TeX 源码")
     published = 0
     for o in outcomes:
         if o.status not in ("graded", "kept"):
@@ -156,16 +160,35 @@ def publish_feedback(root, outcomes):
             made = Path(scratch) / o.student / o.assignment
             watch = hidden[o.assignment] - notebook_lines(sorted((root / "autograded" / o.student / o.assignment)
                                                                  .glob("*.ipynb")), skip_tests=True)
-            leaked = [p.name for p in sorted(made.rglob("*")) if p.is_file() and any(
-                line in page_text(p) for line in watch)]
+            pages = {p.name: page_text(p) for p in sorted(made.rglob("*")) if p.is_file()}
+            leaked = [name for name, text in pages.items() if any(line in text for line in watch)]
             if leaked:
                 o.flags.append(f"反馈（{'、'.join(leaked)}）中出现了隐藏测试的内容，反馈已扣留")
                 autograde.flag_after_grading(cfg, root, o)
                 shutil.rmtree(root / "feedback" / o.student / o.assignment, ignore_errors=True)
                 continue
+            if mathjax:
+                link_or_copy(mathjax, made / feedback.MATHJAX)
             replace_dir(made, root / "feedback" / o.student / o.assignment, scratch)
             published += 1
     print(f"  ✔ feedback/：{published} 份反馈")
+
+
+def vendor_file(root, name):
+    """A file of the npm packages setup.sh installs in build/vendor/, here or in a course folder above."""
+    for folder in (Path(root).resolve(), *Path(root).resolve().parents):
+        path = folder / "build" / "vendor" / "node_modules" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def link_or_copy(src, dest):
+    """A hard link (the same file for every student's page costs no space), or a copy across file systems."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def page_text(path):
