@@ -15,9 +15,8 @@ answers that the text leaves open, kept to prove the tests do not punish them. T
 (`d2l.masked_softmax`, `d2l.AdditiveAttention`, `d2l.DotProductAttention`, `F.scaled_dot_product_attention`),
 aliased or wrapped, lose every test cell of their question and nothing else.
 """
-import ast
-import json
-from pathlib import Path
+
+from attncourse.grading.variants import deck_definitions
 
 NOTEBOOK = "scoring"
 
@@ -73,31 +72,8 @@ class DotProductAttention(nn.Module):
 # ---------------------------------------------------------------------------------------------------------------
 # the deck's code, read from the deck
 
-def deck_definitions(deck, names):
-    """{solution grade_id: source} of the top-level functions and classes in `names` ({name: grade_id}) that the
-    code cells of `deck` (a path relative to the course root) define, verbatim; the last definition of a name wins.
-    Empty when the deck is not there (a copy of the course without its decks)."""
-    path = next((root / deck for root in (Path(__file__).resolve().parents[1], Path.cwd())
-                 if (root / deck).is_file()), None)
-    if path is None:
-        return {}
-    found = {}
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code":
-            continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:  # IPython magics
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
-                found[names[node.name]] = ast.get_source_segment(source, node)
-    return found
-
-
 ALSO_CORRECT = {}
-_DECK = deck_definitions(Path("notebooks") / "01_attention_scoring.ipynb",
+_DECK = deck_definitions(__file__, "notebooks/01_attention_scoring.ipynb",
                          {"masked_softmax": "masked_softmax", "AdditiveAttention": "additive_attention",
                           "DotProductAttention": "dot_product_attention"})
 if _DECK:

@@ -8,9 +8,8 @@ Each variant lists the exact test cells that must lose points (no cascade betwee
 shortcuts (`nn.MultiheadAttention`, `F.scaled_dot_product_attention`, `d2l.MultiHeadAttention`), aliased or
 wrapped, lose every test cell of exercise 2 and nothing else.
 """
-from pathlib import Path
 
-from attncourse.grading.variants import load_catalog
+from attncourse.grading.variants import deck_definitions
 
 NOTEBOOK = "multihead"
 
@@ -83,8 +82,8 @@ LECTURER = {
 }
 
 ALSO_CORRECT = {}
-_DECK = load_catalog(Path(__file__).resolve().parents[1], "a1_scoring").deck_definitions(
-    Path("notebooks") / "02_multihead_attention.ipynb",
+_DECK = deck_definitions(
+    __file__, "notebooks/02_multihead_attention.ipynb",
     {"transpose_qkv": "transpose_qkv", "transpose_output": "transpose_output",
      "MultiHeadAttention": "multihead_attention"})
 if _DECK:

@@ -7,9 +7,8 @@ and loops where the reference reshapes). `ALSO_CORRECT["deck"]` is the code the 
 `repeat_kv`, 4-D head layout, its own eager attention, `unflatten`). Cells an answer does not cover keep the
 source solution. Each variant lists the exact test cells that must lose points (no cascade between questions).
 """
-import ast
-import json
-from pathlib import Path
+
+from attncourse.grading.variants import deck_definitions
 
 NOTEBOOK = "gqa"
 
@@ -150,32 +149,9 @@ def gqa_to_mha(gqa):
 # ---------------------------------------------------------------------------------------------------------------
 # the deck's code, read from the deck
 
-DECK = Path("notebooks") / "03_mqa_gqa.ipynb"
 DECK_CELLS = {"repeat_kv": "repeat_kv", "GroupedQueryAttention": "grouped_query_attention",
               "kv_cache_bytes": "kv_cache_bytes", "KVCache": "kv_cache", "decode_step": "decode_step",
               "mha_to_gqa": "mha_to_gqa"}
-
-
-def deck_answers():
-    """{solution grade_id: code} of the definitions the deck teaches (the last one of a name wins: the deck
-    defines `decode_step` for MHA first and for GQA later). Empty when the deck is not there."""
-    deck = next((root / DECK for root in (Path(__file__).resolve().parents[1], Path.cwd())
-                 if (root / DECK).is_file()), None)
-    if deck is None:
-        return {}
-    found = {}
-    for cell in json.loads(deck.read_text(encoding="utf-8"))["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code":
-            continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:  # IPython magics
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in DECK_CELLS:
-                found[DECK_CELLS[node.name]] = ast.get_source_segment(source, node)
-    return found
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -319,7 +295,7 @@ def mha_to_gqa(mha, num_kv_heads):
 }
 
 ALSO_CORRECT = {"hf_style": HF_STYLE}
-_DECK = deck_answers()
+_DECK = deck_definitions(__file__, "notebooks/03_mqa_gqa.ipynb", DECK_CELLS)
 if _DECK:
     ALSO_CORRECT["deck"] = _DECK
 

@@ -8,7 +8,7 @@ def test_correct_answers_earn_full_marks(catalog_grades, assignment_ids):
     and the other correct answers of each catalog (ALSO_CORRECT), pasted into the answer cells."""
     for aid in assignment_ids:
         info = catalog_grades[aid]
-        assert {"reference", "lecturer"} <= set(info["correct"]), aid
+        assert {"reference", "lecturer", "correct_deck"} <= set(info["correct"]), aid
         for case in info["correct"]:
             outcome = info["cases"][case]
             assert outcome.status == "graded", f"{aid}/{case}: {outcome.reason}"

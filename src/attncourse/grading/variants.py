@@ -11,8 +11,10 @@ A unit's catalog lives in `catalog/<assignment>.py` and defines:
   and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
   that only shows on a GPU.
 """
+import ast
 import copy
 import importlib.util
+import json
 from pathlib import Path
 
 import nbformat
@@ -82,3 +84,25 @@ def uses_cuda():
     """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
     from ..device import get_device
     return get_device().type == "cuda"
+
+
+def deck_definitions(catalog_file, deck, names):
+    """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
+    that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
+    definition of a name wins. Empty when the course has no decks (a copy made without them)."""
+    path = Path(catalog_file).resolve().parents[1] / deck
+    if not path.is_file():
+        return {}
+    found = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # IPython magics
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+                found[names[node.name]] = ast.get_source_segment(source, node)
+    return found
