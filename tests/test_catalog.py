@@ -1,6 +1,10 @@
 """Grading outcomes: reference and lecturer code earn full marks; every catalogued bug loses points
 exactly in the test cells meant to catch it; every hidden test catches a bug that only it catches."""
+import pytest
+
 from conftest import lost_points
+
+pytestmark = pytest.mark.slow
 
 
 def test_correct_answers_earn_full_marks(catalog_grades, assignment_ids):

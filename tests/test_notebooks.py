@@ -64,6 +64,7 @@ def _execute(path):
     return nb
 
 
+@pytest.mark.slow
 def test_decks_run_top_to_bottom_on_cpu(executed_decks):
     """Executing raises on the first failing cell; live material must also be quick."""
     assert set(executed_decks) == set(DECKS)
@@ -71,6 +72,7 @@ def test_decks_run_top_to_bottom_on_cpu(executed_decks):
         assert seconds < 300, f"{deck.name} took {seconds:.0f} s"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
 def test_source_passes_its_own_tests(path):
     """The instructor's version, hidden tests included, runs clean."""

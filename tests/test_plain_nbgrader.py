@@ -7,10 +7,13 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
+import pytest
 from attncourse.grading import autograde, demo
 from attncourse.grading.course import nbgrader_config
 from attncourse.grading.variants import load_catalog, source_notebook
 from conftest import copy_course
+
+pytestmark = pytest.mark.slow
 
 
 def nbgrader(root, *args):

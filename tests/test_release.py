@@ -10,6 +10,7 @@ from attncourse.grading.course import nbgrader_config
 from conftest import ROOT, copy_course
 
 
+@pytest.mark.slow
 def test_release_is_what_generate_assignment_makes(tmp_path, assignment_ids):
     course = copy_course(tmp_path)
     for aid in assignment_ids:

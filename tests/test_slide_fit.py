@@ -14,6 +14,8 @@ from attncourse.browser import Browser, jupyterlab
 from attncourse.notebooks import decks
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 DECKS = decks(ROOT)
 VIEWS = ["html", "rise"]
 

@@ -7,6 +7,8 @@ from attncourse import slides
 from attncourse.browser import Browser
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def slide_files(tmp_path_factory, executed_decks):
