@@ -100,17 +100,6 @@ class Browser:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         return result.get("result", {}).get("value")
 
-    KEYS = {"ArrowRight": 39, "ArrowDown": 40, "Space": 32, "PageDown": 34}
-
-    def press(self, key, times=1, pause=0.3):
-        """Send a key to the page, e.g. to advance reveal.js or RISE slides."""
-        code = self.KEYS[key]
-        for _ in range(times):
-            for kind in ("rawKeyDown", "keyUp"):
-                self.call("Input.dispatchKeyEvent", type=kind, key=key if key != "Space" else " ",
-                          code=key, windowsVirtualKeyCode=code, nativeVirtualKeyCode=code)
-            self.wait(pause)
-
     def screenshot(self, path):
         data = self.call("Page.captureScreenshot", format="png")["data"]
         Path(path).write_bytes(base64.b64decode(data))
