@@ -20,9 +20,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
 
 from . import staging
-from .files import replace_dir, write_atomic
 from .course import coursedir, kernel_env
 from .execution import TURN, failure_reason, review_flags, start_submission
+from .files import replace_dir, write_atomic
 from .preload import preloaded_kernels
 from .sandbox import Sandbox
 
