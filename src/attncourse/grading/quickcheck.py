@@ -18,7 +18,7 @@ from . import autograde, logs, release
 from .course import nbgrader_config, use_this_environment
 from .variants import catalog_cases, load_catalog, test_cell_ids
 
-COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
+COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog", "notebooks"]
 
 
 def failed_tests(root, outcome, tests):
