@@ -22,17 +22,14 @@ from nbgrader.api import Gradebook
 
 from attncourse.config import find_root
 from attncourse.grading import autograde, demo, release
-from attncourse.grading.course import assignments, nbgrader_config, submissions, use_this_environment
+from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
 
 
 def scratch_course(root, parent, name, config=""):
-    dest = Path(parent) / name
-    dest.mkdir()
-    for item in COURSE_FILES:
-        (shutil.copytree if (root / item).is_dir() else shutil.copy2)(root / item, dest / item)
+    dest = copy_course_files(root, Path(parent) / name, COURSE_FILES)
     (dest / "nbgrader_config.py").write_text((dest / "nbgrader_config.py").read_text() + config)
     aids = assignments(dest)
     release.release_all(nbgrader_config(dest), dest, aids)

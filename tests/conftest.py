@@ -1,13 +1,12 @@
 """Shared fixtures: a scratch copy of the course, and the catalog graded once per session."""
 import os
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from attncourse.grading import autograde, release
-from attncourse.grading.course import assignments, nbgrader_config, use_this_environment
+from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.variants import catalog_cases, load_catalog, source_notebook, test_cell_ids
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,11 +18,7 @@ use_this_environment()
 
 def copy_course(dest):
     """A scratch course with the repo's content and no grading state (the npm assets of setup.sh linked)."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in COURSE_FILES:
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
+    dest = copy_course_files(ROOT, dest, COURSE_FILES)
     (dest / "build").mkdir()
     (dest / "build" / "vendor").symlink_to(ROOT / "build" / "vendor")
     return dest

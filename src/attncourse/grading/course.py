@@ -1,5 +1,6 @@
 """The course folder as nbgrader sees it: configuration, assignments, submissions."""
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +17,19 @@ def use_this_environment():
     """Put this interpreter's bin folder first on PATH: nbgrader runs `alembic` from PATH, and it must be
     this environment's even when `.venv/bin/course` is called without activating the environment."""
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def copy_course_files(src, dest, items):
+    """Copy the course's own files and folders `items` from `src` into `dest`, replacing what is there: a
+    scratch course with none of `src`'s grading state."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in items:
+        source, target = Path(src) / item, dest / item
+        if target.is_dir():
+            shutil.rmtree(target)
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+    return dest
 
 
 def nbgrader_config(root, submitted=None):

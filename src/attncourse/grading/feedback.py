@@ -73,10 +73,9 @@ class GetGradesAndWaits(GetGrades):
 
     def preprocess(self, nb, resources):
         nb, resources = super().preprocess(nb, resources)
-        resources["nbgrader"]["waiting"] = sum(
-            c.metadata["nbgrader"]["points"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting"))
-        resources["nbgrader"]["score"] -= sum(
-            c.metadata["nbgrader"]["score"] or 0 for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting"))
+        waiting = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting")]
+        resources["nbgrader"]["waiting"] = sum(meta["points"] for meta in waiting)
+        resources["nbgrader"]["score"] -= sum(meta["score"] or 0 for meta in waiting)
         resources["course_mathjax"] = MATHJAX
         return nb, resources
 

@@ -24,7 +24,7 @@ from nbgrader.converters.base import NbGraderException
 
 from .. import slides
 from . import autograde, collect, demo, feedback, logs, release, report
-from .course import assignments, coursedir, nbgrader_config, submissions
+from .course import assignments, copy_course_files, coursedir, nbgrader_config, submissions
 from .files import replace_dir
 from .variants import test_cell_ids
 
@@ -253,15 +253,7 @@ def build_slides(root, out_dir, node_modules):
 
 def demo_course(root):
     """build/demo/: a course of its own (gradebook, release record, submitted/) made from this one."""
-    root = Path(root)
-    demo_root = root / "build" / "demo"
-    demo_root.mkdir(parents=True, exist_ok=True)
-    for item in DEMO_FILES:
-        target = demo_root / item
-        if target.is_dir():
-            shutil.rmtree(target)
-        (shutil.copytree if (root / item).is_dir() else shutil.copy2)(root / item, target)
-    return demo_root
+    return copy_course_files(root, Path(root) / "build" / "demo", DEMO_FILES)
 
 
 def build(root, jobs=2, with_slides=True):

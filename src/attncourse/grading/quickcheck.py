@@ -5,7 +5,6 @@ the assignment, grades the reference answer, the lecturer's code and every catal
 where each lost points and why. `tests/test_catalog.py` is the proof; this is the loop while writing.
 """
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -15,7 +14,7 @@ import nbformat
 
 from ..config import find_root
 from . import autograde, logs, release
-from .course import nbgrader_config, use_this_environment
+from .course import copy_course_files, nbgrader_config, use_this_environment
 from .variants import catalog_cases, load_catalog, test_cell_ids
 
 COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog", "notebooks"]
@@ -37,9 +36,7 @@ def main(assignment, only=()):
     use_this_environment()
     source_root = find_root()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for item in COURSE_FILES:
-            (shutil.copytree if (source_root / item).is_dir() else shutil.copy2)(source_root / item, root / item)
+        root = copy_course_files(source_root, tmp, COURSE_FILES)
         log = logs.to_file(Path(tempfile.gettempdir()) / f"quickcheck-{assignment}.log")
         release.release_all(nbgrader_config(root), root, [assignment])
         catalog = load_catalog(root, assignment)

@@ -31,8 +31,9 @@ class ReleaseRefused(Exception):
     """Releasing again would change what is graded for students who have already submitted."""
 
 
-def checksum(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def checksums(folder):
+    """{notebook name: sha256} of the notebooks in `folder`."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.ipynb"))}
 
 
 def record(root):
@@ -72,8 +73,8 @@ def release(cfg, root, assignment, force=False, say=print):
     done = record(root)
     done[assignment] = {
         "released": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "release": {p.name: checksum(p) for p in checked},
-        "source": {p.name: checksum(p) for p in sorted((root / "source" / assignment).glob("*.ipynb"))}}
+        "release": checksums(root / "release" / assignment),
+        "source": checksums(root / "source" / assignment)}
     write_atomic(root / RECORD, json.dumps(done, ensure_ascii=False, indent=1, sort_keys=True))
     return checked
 
@@ -84,9 +85,8 @@ def changes_since_release(root, assignment):
     if entry is None:
         return None
     root, notes = Path(root), []
-    for folder, key in (("release", "release"), ("source", "source")):
-        now = {p.name: checksum(p) for p in sorted((root / folder / assignment).glob("*.ipynb"))}
-        if now != entry[key]:
+    for folder in ("release", "source"):
+        if checksums(root / folder / assignment) != entry[folder]:
             notes.append(f"{folder}/{assignment} 在发布后改动过")
     return notes
 

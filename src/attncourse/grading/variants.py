@@ -14,7 +14,6 @@ A unit's catalog lives in `catalog/<assignment>.py` and defines:
 import ast
 import copy
 import importlib.util
-import json
 from pathlib import Path
 
 import nbformat
@@ -94,10 +93,10 @@ def deck_definitions(catalog_file, deck, names):
     if not path.is_file():
         return {}
     found = {}
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code":
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
             continue
+        source = cell.source
         try:
             tree = ast.parse(source)
         except SyntaxError:  # IPython magics
