@@ -34,14 +34,14 @@ c.LimitOutput.max_traceback = 50
 # Feedback shows each test's docstring and a Chinese verdict, never the (hidden) test code, and no active
 # content (scripts, SVG, event handlers) from the student's cells.
 c.GenerateFeedback.preprocessors = [
-    "attncourse.grading.feedback.GetGradesAndWaits",
+    "attncourse.grading.publish.feedback.GetGradesAndWaits",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "attncourse.grading.feedback.HideTestSource",
-    "attncourse.grading.feedback.SafeHTML",
+    "attncourse.grading.publish.feedback.HideTestSource",
+    "attncourse.grading.publish.feedback.SafeHTML",
 ]
 # In Chinese, points waiting for a grader shown as waiting, math from a MathJax file beside each page.
 c.HTMLExporter.template_name = "course_feedback"
-c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.feedback", fromlist=["_"]).TEMPLATES
+c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.publish.feedback", fromlist=["_"]).TEMPLATES
 
 # `course collect` and `nbgrader zip_collect`: how an LMS names the files it hands out. The pattern is matched
 # against each file's name and must give student_id and file_id; full_name (or first_name/last_name) and a
@@ -50,5 +50,5 @@ c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.feedback
 c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[A-Za-z0-9]+)_(?P<full_name>[^_]+)_(?P<file_id>.+\.ipynb)$"
 
 # `course export` and `nbgrader export`: one row per student for the LMS (学号, 姓名, each assignment, 总分, 说明).
-c.ExportApp.plugin_class = "attncourse.grading.export.LMSExport"
-c.ZipCollectApp.collector_plugin = "attncourse.grading.collect.LMSFileNames"  # the same pattern, on file names
+c.ExportApp.plugin_class = "attncourse.grading.publish.export.LMSExport"
+c.ZipCollectApp.collector_plugin = "attncourse.grading.intake.collect.LMSFileNames"  # the same pattern, on file names

@@ -21,15 +21,16 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from attncourse.config import find_root
-from attncourse.grading import autograde, demo, release
+from attncourse.grading.authoring import demo
 from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
+from attncourse.grading.release import student_version as release
+from attncourse.grading.run import autograde
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
-COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog"]
 
 
 def scratch_course(root, parent, name, config=""):
-    dest = copy_course_files(root, Path(parent) / name, COURSE_FILES)
+    dest = copy_course_files(root, Path(parent) / name)
     (dest / "nbgrader_config.py").write_text((dest / "nbgrader_config.py").read_text() + config)
     aids = assignments(dest)
     release.release_all(nbgrader_config(dest), dest, aids)
@@ -79,10 +80,10 @@ def main():
                                    for a, s in pairs])
         t_assignment = timed(lambda: [run([nbgrader, "autograde", a, "--force"], per_assignment)
                                       for a in sorted({a for a, _ in pairs})])
-        t_ours = timed(lambda: autograde.grade_class(nbgrader_config(ours), pairs, jobs=args.jobs, progress=quiet))
-        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs, progress=quiet,
+        t_ours = timed(lambda: autograde.grade_class(nbgrader_config(ours), pairs, jobs=args.jobs, warn=quiet))
+        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs, warn=quiet,
                                                      preload=False))
-        t_open = timed(lambda: autograde.grade_class(nbgrader_config(open_), pairs, jobs=args.jobs, progress=quiet))
+        t_open = timed(lambda: autograde.grade_class(nbgrader_config(open_), pairs, jobs=args.jobs, warn=quiet))
 
         base = cell_scores(per_student, pairs)
         same = all(base == cell_scores(c, pairs) for c in (per_assignment, ours, cold, open_))

@@ -12,7 +12,7 @@ and changes to the folder (`folder`).
 - `flags`: words that must appear in the review column (`[]`: no flag at all);
 - `reason` / `notes`: words that must appear there;
 - `feedback`: "published" or "withheld".
-`tests/test_hostile.py` grades the class with `course build --class` in a sandbox and checks every case,
+`tests/test_hostile.py` grades the class with `course grade --class` in a sandbox and checks every case,
 the controls in between, the gradebook, the feedback and what is left running afterwards.
 Bombs are bounded: each is stopped by a limit of the sandbox well before it could harm the machine.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from attncourse.grading.demo import answered
-from attncourse.grading.variants import load_catalog, source_notebook
+from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
+from attncourse.grading.cells import is_test_cell
 
 A1, A2 = "a1_scoring", "a2_multihead"
 HONEST = {"status": "graded", "score": "full", "flags": []}
@@ -153,7 +153,7 @@ SCRIPT_OUTPUT = '''from IPython.display import HTML, Javascript, display
 display(HTML("<b>hi</b><script>alert(1)</script><img src=x onerror=alert(2)>"))
 display(Javascript("alert(3)"))
 '''
-SPY_ON_GRADER = '''import attncourse.grading.probe as _probe
+SPY_ON_GRADER = '''import attncourse.grading.protocol.probe as _probe
 _seen = []
 _original = _probe._define
 def _spy(source, name):
@@ -300,8 +300,7 @@ def _notebook(root, case):
 
 
 def _tests(nb):
-    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
-            and not c.metadata["nbgrader"].get("solution") and c.cell_type == "code"]
+    return [c for c in nb.cells if is_test_cell(c)]
 
 
 def write_class(root, out_dir):

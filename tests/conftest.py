@@ -5,12 +5,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attncourse.grading import autograde, release
-from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, use_this_environment
-from attncourse.grading.variants import catalog_cases, load_catalog, source_notebook, test_cell_ids
+from attncourse.grading.authoring.variants import catalog_cases, load_catalog, source_notebook
+from attncourse.grading.cells import has_hidden_tests, test_cell_ids
+from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
+from attncourse.grading.release import student_version as release
+from attncourse.grading.run import autograde
 
 ROOT = Path(__file__).resolve().parent.parent
-COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "release", "catalog", "notebooks", "img"]
 
 os.environ.setdefault("ATTN_COURSE_DEVICE", "cpu")  # CI has no GPU; on a GPU machine unset it to test CUDA
 use_this_environment()
@@ -18,7 +19,7 @@ use_this_environment()
 
 def copy_course(dest):
     """A scratch course with the repo's content and no grading state (the npm assets of setup.sh linked)."""
-    dest = copy_course_files(ROOT, dest, COURSE_FILES)
+    dest = copy_course_files(ROOT, dest, (*AUTHORED, "release"))
     (dest / "build").mkdir()
     (dest / "build" / "vendor").symlink_to(ROOT / "build" / "vendor")
     return dest
@@ -49,13 +50,12 @@ def catalog_grades(tmp_path_factory, assignment_ids):
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
             pairs.append((aid, student))
-        hidden = [c.metadata["nbgrader"]["grade_id"] for c in src.cells
-                  if c.metadata.get("nbgrader", {}).get("grade") and "BEGIN HIDDEN TESTS" in c.source]
+        hidden = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if has_hidden_tests(c)]
         variants = [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases]
         result[aid] = {"variants": variants, "tests": test_cell_ids(src), "hidden": hidden, "cases": {},
                        "correct": [k for k, (_, lost) in cases.items() if not lost and not k.startswith("bug_")]}
     outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=os.cpu_count() or 2,
-                                     progress=lambda line: None)
+                                     warn=lambda line: None)
     for o in outcomes:
         result[o.assignment]["cases"][o.student] = o
     return result

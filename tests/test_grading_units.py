@@ -8,8 +8,10 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
-from attncourse.grading import integrity, staging, trusted, wire
-from attncourse.grading.remote import Remote, Session
+from attncourse.grading.intake import staging
+from attncourse.grading.protocol import trusted, wire
+from attncourse.grading.protocol.remote import Remote, Session
+from attncourse.grading.run import flags, shortcuts
 
 IMPORTS = ["import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
            "from d2l import torch as d2l"]
@@ -50,7 +52,7 @@ def test_a_proxy_cannot_claim_to_be_an_arbitrary_class():
                             "mro": ["__main__:AdditiveAttention", "torch.nn.modules.module:Module"]})
     assert isinstance(linear, torch.nn.Linear) and isinstance(mine, torch.nn.Module)
     assert not isinstance(mine, torch.nn.Linear)
-    assert fake.__class__.__bases__ == (object,) and fake.__class__.__module__ == "attncourse.grading.remote"
+    assert fake.__class__.__bases__ == (object,) and fake.__class__.__module__ == "attncourse.grading.protocol.remote"
     with pytest.raises(TypeError):
         linear.weight = 1
 
@@ -83,15 +85,15 @@ HONEST = ("import logging\nlogging.warning('x')\n# nbgrader validate；os.system
     ("x.__globals__", ["__globals__"]),
     ("torch._C._set_x()", ["torch._C"]),
     ("getattr(torch, 'all' + 'close')", ["getattr"]),
-    ("import attncourse.grading.probe", ["attncourse.grading"]),
+    ("import attncourse.grading.protocol.probe", ["attncourse.grading"]),
 ])
 def test_review_flags(code, words):
-    found = integrity.review_flags([("单元格 x", code)], IMPORTS)
+    found = flags.review_flags([("单元格 x", code)], IMPORTS)
     assert (found == []) if not words else all(any(w in f for f in found) for w in words), found
 
 
 def test_forbidden_shortcuts_are_found_in_the_answer_and_what_it_calls():
-    uses = integrity.forbidden_uses
+    uses = shortcuts.forbidden_uses
     cells = [("ms", "masked_softmax = d2l.masked_softmax"),
              ("add", "class A:\n    def f(self):\n        return masked_softmax(1, 2)"),
              (None, "def helper(q, k, v):\n    return getattr(G, 'scaled_dot_product_attention')(q, k, v)\n"
@@ -165,24 +167,24 @@ def test_intake_restores_grading_metadata(tmp_path, released):
 # --- the sandbox's surroundings ----------------------------------------------------------------------------------
 
 def test_without_a_sandbox_grading_says_so_loudly(monkeypatch):
-    from attncourse.grading import autograde, sandbox
     from attncourse.grading.course import nbgrader_config
+    from attncourse.grading.isolation import sandbox
     from conftest import ROOT
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     said = []
-    assert autograde.sandbox_for(nbgrader_config(ROOT), said.append) is None
+    assert sandbox.for_grading(nbgrader_config(ROOT), said.append) is None
     assert "警告" in said[0] and "bubblewrap" in said[0] and "权限" in said[0]
     cfg = nbgrader_config(ROOT)
     cfg.Sandbox.mode = "required"
-    with pytest.raises(autograde.SandboxUnavailable, match="bubblewrap"):
-        autograde.sandbox_for(cfg, said.append)
+    with pytest.raises(sandbox.SandboxUnavailable, match="bubblewrap"):
+        sandbox.for_grading(cfg, said.append)
 
 
 @pytest.mark.slow
 def test_a_lost_preloading_process_is_started_again(tmp_path):
     from nbclient import NotebookClient
 
-    from attncourse.grading import preload, sandbox
+    from attncourse.grading.isolation import preload, sandbox
     settings = sandbox.Sandbox()
     nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getuid())")])
     nbformat.write(nb, tmp_path / "x.ipynb")

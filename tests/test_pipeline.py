@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from attncourse.grading import release
+from attncourse.grading.release import student_version as release
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import nbformat
 from nbgrader.api import Gradebook
 
 import pytest
-from attncourse.grading import autograde, demo
+from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import nbgrader_config
-from attncourse.grading.variants import load_catalog, source_notebook
+from attncourse.grading.run import autograde
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow
@@ -30,8 +30,8 @@ def test_generate_autograde_feedback_export(tmp_path, assignment_ids):
     catalog = load_catalog(root, aid)
     rel = nbformat.read(root / "release" / aid / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     bug = next(v for v in catalog.VARIANTS if not v.get("needs_cuda") and v["caught_by"])
-    for student, nb in {"alice": demo.answered(rel, source_notebook(root, aid, catalog)),
-                        "bob": demo.answered(rel, source_notebook(root, aid, catalog), bug.get("cells"),
+    for student, nb in {"alice": answered(rel, source_notebook(root, aid, catalog)),
+                        "bob": answered(rel, source_notebook(root, aid, catalog), bug.get("cells"),
                                              bug.get("edits"))}.items():
         (root / "submitted" / student / aid).mkdir(parents=True)
         nbformat.write(nb, root / "submitted" / student / aid / f"{catalog.NOTEBOOK}.ipynb")
@@ -52,7 +52,7 @@ def test_generate_autograde_feedback_export(tmp_path, assignment_ids):
     for student in ("alice", "bob"):
         subprocess.run(["cp", "-r", str(root / "submitted" / student), str(other / "submitted" / student)], check=True)
     outcomes = autograde.grade_class(nbgrader_config(other), [(aid, "alice"), (aid, "bob")], jobs=2,
-                                     progress=lambda _: None)
+                                     warn=lambda _: None)
     for o in outcomes:
         with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
             cells = {g.cell.name: g.score for nb in gb.find_submission(aid, o.student).notebooks for g in nb.grades}

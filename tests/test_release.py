@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from attncourse.grading import release
+from attncourse.grading.release import student_version as release
 from attncourse.grading.course import nbgrader_config
 from conftest import ROOT, copy_course
 

@@ -18,9 +18,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from attncourse.grading import demo, release
+from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import copy_course_files
-from attncourse.grading.variants import load_catalog, source_notebook
+from attncourse.grading.release import student_version as release
 from conftest import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ def answers(root, assignment):
     src = source_notebook(root, assignment, catalog)
     rel = nbformat.read(root / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     bug = next(v for v in catalog.VARIANTS if not v.get("needs_cuda"))
-    return {"full": demo.answered(rel, src), "lecturer": demo.answered(rel, src, catalog.LECTURER),
-            "buggy": demo.answered(rel, src, bug.get("cells"), bug.get("edits")), "blank": rel}
+    return {"full": answered(rel, src), "lecturer": answered(rel, src, catalog.LECTURER),
+            "buggy": answered(rel, src, bug.get("cells"), bug.get("edits")), "blank": rel}
 
 
 def lms_zip(path, entries):

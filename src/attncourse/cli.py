@@ -37,43 +37,48 @@ def cmd_screenshots(args):
 
 
 def cmd_build(args):
-    from .grading import pipeline
-    pipeline.build(args.root, args.jobs, with_slides=not args.no_slides)
+    from .grading.authoring import demo
+    from .grading.commands import step
+    if not args.no_slides:
+        from .slides import build_slides
+        step("运行讲义并生成离线幻灯片")
+        build_slides(args.root, args.root / "build" / "slides", args.root / "build" / "vendor" / "node_modules")
+    demo.build(args.root, args.jobs)
 
 
 def cmd_release(args):
-    from .grading import pipeline
-    pipeline.release_assignments(args.root, args.assignment, force=args.force)
+    from .grading import commands
+    commands.release_assignments(args.root, args.assignment, force=args.force)
 
 
 def cmd_collect(args):
-    from .grading import pipeline
-    pipeline.collect_download(args.root, args.source, args.assignment)
+    from .grading import commands
+    commands.collect_download(args.root, args.source, args.assignment)
 
 
 def cmd_grade(args):
-    from .grading import pipeline
-    pipeline.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir)
+    from .grading import commands
+    commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir)
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
 
 
 def cmd_feedback(args):
-    from .grading import pipeline
-    pipeline.publish_feedback(args.root, pipeline.graded_outcomes(args.root, args.assignment))
+    from .grading import commands
+    commands.publish_feedback(args.root, commands.graded_outcomes(args.root, args.assignment))
 
 
 def cmd_report(args):
-    from .grading import pipeline
-    pipeline.write_report(args.root, pipeline.graded_outcomes(args.root, args.assignment))
+    from .grading import commands
+    commands.write_report(args.root, commands.graded_outcomes(args.root, args.assignment))
 
 
 def cmd_export(args):
-    from .grading import pipeline
-    pipeline.export_grades(args.root, args.to)
+    from .grading import commands
+    commands.export_grades(args.root, args.to)
 
 
 def cmd_bundle(args):
-    from .grading import bundle
+    from .grading.release import bundle
     path = bundle.build(args.root, args.assignment)
     print(f"  ✔ {path.relative_to(args.root)}：发给学生的作业包（学生版 notebook、图、attncourse 安装包、说明）")
 
@@ -136,8 +141,8 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         args.root = Path(args.root or find_root()).resolve()
-        from .grading.pipeline import ToolchainError
-        from .grading.release import LeakError, ReleaseRefused
+        from .grading.commands import ToolchainError
+        from .grading.release.student_version import LeakError, ReleaseRefused
         return args.func(args) or 0
     except (ToolchainError, LeakError, ReleaseRefused, FileNotFoundError, ValueError) as exc:
         print(f"\n✘ {exc}", file=sys.stderr)

@@ -11,7 +11,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert import SlidesExporter
 
-from .grading.execution import QuietKernel
+from .kernels import QuietKernel
+
 
 class QuietClient(QuietKernel, NotebookClient):
     pass
@@ -54,6 +55,17 @@ def exporter():
         mathjax_url="vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="vendor/requirejs/require.js", jquery_url="vendor/jquery/dist/jquery.min.js",
         font_awesome_url="", embed_images=True)
+
+
+def build_slides(root, out_dir, node_modules, say=print):
+    """Execute every deck and write its offline slides into `out_dir` (with the vendor files they load)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    copy_vendor(node_modules, out_dir)
+    for deck in sorted((Path(root) / "notebooks").glob("*.ipynb")):
+        nb, seconds = execute(deck)
+        target = write_slides(nb, deck, out_dir)
+        say(f"  ✔ {deck.name}: {seconds:.1f} s → {target.relative_to(root)}")
 
 
 def write_slides(executed_nb, deck_path, out_dir):

@@ -1,1 +1,18 @@
-"""The instructor's grading pipeline, built on nbgrader's own API."""
+"""The instructor's grading pipeline. Its folders are the stages a submission passes through, in order:
+
+    release/    source/<a>/  →  release/<a>/ (student versions, leak-checked), released.json, the student bundle
+    intake/     an LMS download  →  submitted/<student>/<a>/  →  a staged copy only the grader writes
+    isolation/  a sandbox per kernel (bubblewrap), kernels forked from a preloaded process
+    protocol/   test cells run in the grader; the student's names are proxies to the kernel; data on the wire
+    run/        nbgrader's autograde around it all: verdicts, review flags, forbidden shortcuts, records
+    publish/    feedback pages (leak-scanned), the grades CSV and class report, the LMS export
+    authoring/  the demo class, the catalogs of variants, the author's quick check
+
+Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell
+facts), `syntax` (reading code), `course` (the course folder and nbgrader's config), `records` (what grading
+keeps between runs), `files` and `logs`. `commands` runs the stages as the `course` commands; it comes after
+publish/ and before authoring/, whose demo course runs those commands.
+
+A module imports only the shared modules and the stages above its own, never one below, and no import
+forms a circle anywhere in attncourse: `tests/test_layout.py` checks both.
+"""

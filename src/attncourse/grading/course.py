@@ -1,31 +1,33 @@
-"""The course folder as nbgrader sees it: configuration, assignments, submissions."""
+"""The course folder as nbgrader sees it: configuration, assignments, submissions, the files an author writes."""
 import os
 import shutil
 import sys
 from pathlib import Path
 
-from nbgrader.converters import Autograde
+import nbformat
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
-from .execution import CourseExecute
-
 DB_BUSY_SECONDS = 60  # a gradebook locked by someone else (formgrader, another run) is waited for, then retried
+# What a course author writes; a scratch course (the demo, quickcheck, the benchmark, tests) copies these.
+AUTHORED = ("course.toml", "nbgrader_config.py", "source", "catalog", "notebooks", "img")
 
 
-def use_this_environment():
+def use_this_environment() -> None:
     """Put this interpreter's bin folder first on PATH: nbgrader runs `alembic` from PATH, and it must be
     this environment's even when `.venv/bin/course` is called without activating the environment."""
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
-def copy_course_files(src, dest, items):
+def copy_course_files(src, dest, items=AUTHORED) -> Path:
     """Copy the course's own files and folders `items` from `src` into `dest`, replacing what is there: a
     scratch course with none of `src`'s grading state."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for item in items:
         source, target = Path(src) / item, dest / item
+        if not source.exists():
+            continue
         if target.is_dir():
             shutil.rmtree(target)
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
@@ -33,35 +35,36 @@ def copy_course_files(src, dest, items):
 
 
 def nbgrader_config(root, submitted=None):
-    """nbgrader's config from `nbgrader_config.py`, anchored at `root`, with the execute step that lets
-    several students run at once. `submitted` points nbgrader at another folder of submissions
-    (same layout as `submitted/`).
-    """
+    """nbgrader's config from `nbgrader_config.py`, anchored at `root`. `submitted` points nbgrader at another
+    folder of submissions (same layout as `submitted/`)."""
     root = Path(root).resolve()
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     cfg.CourseDirectory.root = str(root)
     cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout={DB_BUSY_SECONDS}"
     if submitted is not None:
         cfg.CourseDirectory.submitted_directory = str(Path(submitted).resolve())
-    steps = Autograde.class_traits()["autograde_preprocessors"].default()
-    cfg.Autograde.autograde_preprocessors = [CourseExecute if s.__name__ == "Execute" else s for s in steps]
     return cfg
 
 
-def coursedir(cfg, assignment_id="", student_id="*"):
+def coursedir(cfg, assignment_id: str = "", student_id: str = "*") -> CourseDirectory:
     cd = CourseDirectory(config=cfg)
     cd.assignment_id = assignment_id
     cd.student_id = student_id
     return cd
 
 
-def assignments(root):
+def assignments(root) -> list:
     """Assignment ids: the folders of `source/` that hold a notebook."""
     source = Path(root) / "source"
     return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def submissions(submitted_dir, assignment_ids):
+def released_notebooks(root, assignment: str) -> dict:
+    """{file name: student version} of an assignment, as released."""
+    return {p.name: nbformat.read(p, as_version=4) for p in sorted((Path(root) / "release" / assignment).glob("*.ipynb"))}
+
+
+def submissions(submitted_dir, assignment_ids) -> list:
     """[(assignment, student)] found in a folder laid out as `<student>/<assignment>/`."""
     found = []
     for student in sorted(p for p in Path(submitted_dir).iterdir() if p.is_dir()):
@@ -71,7 +74,7 @@ def submissions(submitted_dir, assignment_ids):
     return found
 
 
-def kernel_env(jobs):
+def kernel_env(jobs: int) -> dict:
     """Environment for grading kernels: nbgrader's flag, and no thread oversubscription."""
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     return {"NBGRADER_EXECUTION": "autograde", "OMP_NUM_THREADS": str(threads)}

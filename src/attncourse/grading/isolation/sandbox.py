@@ -85,8 +85,7 @@ class Sandbox(Configurable):
 
 def readable_paths():
     """What a kernel may read: system files and this Python's installation, nothing of the course."""
-    import attncourse
-    package_root = str(Path(attncourse.__file__).resolve().parent.parent)  # src/ of an editable install
+    package_root = str(Path(__file__).resolve().parents[3])  # the folder holding attncourse (src/ when editable)
     paths = ["/usr", "/etc", sys.base_prefix, sys.prefix, package_root]
     found = []
     for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
@@ -215,3 +214,23 @@ class UidBlock:
 
     def close(self):
         self.handle.close()  # releases the flock
+
+
+class SandboxUnavailable(RuntimeError):
+    """`c.Sandbox.mode = 'required'` and no sandbox can be made here."""
+
+
+def for_grading(cfg, warn) -> "Sandbox | None":
+    """The Sandbox settings to grade with, or None (after a loud warning through `warn`) where none can be made."""
+    settings = Sandbox(config=cfg)
+    if settings.mode == "off":
+        warn("⚠ 警告：沙箱已关闭（c.Sandbox.mode = 'off'），学生代码以评分者的身份和权限运行。")
+        return None
+    problem = settings.problem()
+    if not problem:
+        return settings
+    if settings.mode == "required":
+        raise SandboxUnavailable(f"无法建立评分沙箱：{problem}")
+    warn(f"⚠ 警告：无法建立评分沙箱（{problem}）。学生代码将以评分者的身份和权限运行，"
+         "能读取课程文件与成绩库；正式评分请在 Linux 上以 root 运行并安装 bubblewrap。")
+    return None

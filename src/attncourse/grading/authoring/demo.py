@@ -1,19 +1,22 @@
-"""The demo class: synthetic students that exercise every path of the grading pipeline.
+"""The demo class, and `course build`'s demo course that grades it with the semester's commands.
 
-Built from `source/` and `release/` and the unit's catalog at grading time, so it always matches
-the current assignments. Files are rewritten only when their content changes, so re-running the
-pipeline keeps earlier grades (nbgrader skips unchanged submissions).
+The demo students are synthetic and exercise every path of the grading pipeline. They are built from
+`source/` and `release/` and the unit's catalog at grading time, so they always match the current
+assignments. Files are rewritten only when their content changes, so re-running the demo keeps earlier
+grades (the grader keeps the grade of a submission whose staged copy did not change).
 """
 import copy
-import re
+import shutil
 from pathlib import Path
 
 import nbformat
 
-from ..notebooks import dumps
-from .variants import cells_by_id, load_catalog, variant_notebook
-
-MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.M)
+from ...notebooks import dumps
+from .. import commands
+from ..cells import is_test_cell
+from ..course import assignments, copy_course_files
+from ..release.student_version import ReleaseRefused
+from .variants import answered, load_catalog
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
 CRASH = "import os\nos._exit(1)  # 演示：内核崩溃\n"
 LOOP = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # 演示：忽略 Ctrl-C 的死循环\n"
@@ -33,18 +36,6 @@ STUDENTS = [
 TAMPER = ("import torch\n"
           "torch.allclose = lambda *args, **kwargs: True  # 演示：篡改评分\n"
           "torch.testing.assert_close = lambda *args, **kwargs: None\n")
-
-
-def answered(release_nb, source_nb, replace_cells=None, edits=None):
-    """The student version with every solution cell filled in from `source_nb` (then changed)."""
-    nb = copy.deepcopy(release_nb)
-    filled = variant_notebook(source_nb, {"cells": replace_cells, "edits": edits})
-    answers = cells_by_id(filled)
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and meta.get("grade_id") in answers:
-            cell.source = MARKER_LINE.sub("", answers[meta["grade_id"]].source)
-    return nb
 
 
 def _two_bugs_in_different_cells(variants):
@@ -81,8 +72,7 @@ def demo_notebooks(root, assignment):
     _first_solution_cell(crash).source = CRASH + _first_solution_cell(crash).source
     _first_solution_cell(loop).source = LOOP + _first_solution_cell(loop).source
     _first_solution_cell(tamper).source = TAMPER + _first_solution_cell(tamper).source
-    tests = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade")
-             and not c.metadata["nbgrader"].get("solution")]
+    tests = [c for c in deleted.cells if is_test_cell(c)]
     deleted.cells.remove(tests[-1])
     notebooks = {
         "demo_full": full,
@@ -118,3 +108,29 @@ def write_demo_class(root, out_dir, assignment_ids):
 def _write_if_changed(path, text):
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
+
+
+def demo_course(root) -> Path:
+    """build/demo/: a course of its own (gradebook, release record, submitted/) made from this one."""
+    return copy_course_files(root, Path(root) / "build" / "demo")
+
+
+def build(root, jobs=2) -> list:
+    """Release, grade, feedback and report of the demo class in build/demo/; returns the Outcomes."""
+    root = Path(root).resolve()
+    demo_root = demo_course(root)
+    commands.step("演示课程 build/demo/：生成学生版并检查有无泄露")
+    try:
+        commands.release_assignments(demo_root, assignments(demo_root))
+    except ReleaseRefused:  # the assignments changed since the demo was graded: start the demo afresh
+        shutil.rmtree(demo_root)
+        demo_root = demo_course(root)
+        commands.release_assignments(demo_root, assignments(demo_root))
+    write_demo_class(demo_root, demo_root / "submitted", assignments(demo_root))
+    print(f"\n（演示班级在 {(demo_root / 'submitted').relative_to(root)}，有自己的成绩库，不影响真实班级）")
+    outcomes = commands.grade(demo_root, jobs=jobs)
+    commands.step("反馈")
+    commands.publish_feedback(demo_root, outcomes)
+    commands.step("成绩与报告")
+    commands.write_report(demo_root, outcomes)
+    return outcomes

@@ -43,6 +43,15 @@ def tensor_payload(t, param=False, grad=None):
     return payload
 
 
+def encode_tensor(t):
+    """`{"$tensor": ...}` for a tensor or parameter (with its gradient), on either side of the wire."""
+    param = isinstance(t, torch.nn.Parameter)
+    grad = tensor_payload(t.grad) if param and t.grad is not None else None
+    payload = tensor_payload(t, param=param, grad=grad)
+    payload["device"] = str(t.device)
+    return {"$tensor": payload}
+
+
 def tensor_from_payload(p, device="cpu"):
     """A plain tensor (or nn.Parameter) built here from checked fields; `device` where it should live."""
     if not isinstance(p, dict) or p.get("dtype") not in DTYPES:
@@ -84,9 +93,7 @@ def encode_for_kernel(obj, ref_of):
     if obj is None or type(obj) in (bool, int, float, str):
         return obj
     if isinstance(obj, torch.Tensor):
-        payload = tensor_payload(obj, param=isinstance(obj, torch.nn.Parameter))
-        payload["device"] = str(obj.device)
-        return {"$tensor": payload}
+        return encode_tensor(obj)
     if isinstance(obj, torch.device):
         return {"$device": str(obj)}
     if isinstance(obj, torch.dtype):

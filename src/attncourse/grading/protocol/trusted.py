@@ -9,8 +9,9 @@ import ast
 import builtins
 import zlib
 
-from .. import checks
-from . import integrity, wire
+from ... import checks
+from .. import syntax
+from . import wire
 from .remote import KernelLost, KernelTimeout, StudentError
 
 BUILTINS = set(dir(builtins))
@@ -23,7 +24,7 @@ class Verdict:
 
 def free_names(source):
     """Names a cell reads but never binds, minus builtins: what must come from the student's kernel."""
-    tree = integrity.parse(source)
+    tree = syntax.parse(source)
     loaded, bound = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

@@ -7,11 +7,8 @@ The verdict becomes the cell's output (nothing, or one error), so nbgrader's own
 
 nbgrader's bookkeeping (gradebook, files) runs one thread at a time (`TURN`); only the execution, which is
 where the time goes, runs concurrently. A kernel that dies or ignores the interrupt after a timeout ends the
-submission with a reason the report can show.
+submission with a reason (in the submission's `SubmissionResult`) the report can show.
 """
-import ast
-import re
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
@@ -24,7 +21,14 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
 from traitlets import Integer
 
-from . import integrity, remote, trusted
+from ...kernels import QuietKernel
+from ..cells import HIDDEN_PART, grade_id
+from ..model import SubmissionResult
+from ..protocol import remote, trusted
+from ..syntax import only_imports
+from . import flags, shortcuts
+
+RESULT = "course_result"  # the key of the SubmissionResult in nbconvert's resources (see autograde.py)
 
 
 class _Turn:
@@ -58,9 +62,6 @@ class _Turn:
 
 
 TURN = _Turn()
-_state = threading.local()  # what the submission graded in this thread left for its Outcome
-
-HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 CRASHED = "内核崩溃：提交的代码使 Python 进程退出（如 os._exit、段错误或超出内存限制）"
 
 
@@ -68,37 +69,8 @@ class SubmissionFailed(Exception):
     """The submission could not be graded (its kernel died or hung)."""
 
 
-def start_submission():
-    _state.failure, _state.flags = "", []
-
-
-def failure_reason():
-    """Why the submission graded last in this thread failed ('' if no reason was recorded)."""
-    return getattr(_state, "failure", "")
-
-
-def review_flags():
-    return list(getattr(_state, "flags", []))
-
-
-def _fail(reason):
-    _state.failure = reason
-    raise SubmissionFailed(reason)
-
-
-def hung(timeout):
+def hung(timeout: int) -> str:
     return f"无限循环：单元格运行超过 {timeout} 秒，且不响应中断（Ctrl-C）"
-
-
-class QuietKernel:
-    """Mixin for nbclient clients: the kernel's own log (e.g. ipykernel's TCP notice) stays off the
-    console. Cell output, the student's prints included, reaches the notebook through IOPub as usual."""
-
-    async def async_start_new_kernel(self, **kwargs):
-        kwargs.setdefault("stderr", subprocess.DEVNULL)
-        return await super().async_start_new_kernel(**kwargs)
-
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync twin at class level
 
 
 class Instructor:
@@ -111,31 +83,22 @@ class Instructor:
             solutions = {c.name for c in nb.solution_cells}
             self.tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
             locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
-        self.imports = [self.sources[name] for name in sorted(locked - self.tests) if _only_imports(self.sources[name])]
+        self.imports = [self.sources[name] for name in sorted(locked - self.tests) if only_imports(self.sources[name])]
         self.locked = locked
-        self.visible_tests = {HIDDEN.sub("", self.sources[name]).strip() for name in self.tests}
+        self.visible_tests = {HIDDEN_PART.sub("", self.sources[name]).strip() for name in self.tests}
 
-    def is_instructors(self, cell):
+    def is_instructors(self, cell) -> bool:
         """Test cells (run here, from the gradebook), unchanged locked cells, and pasted copies of what the
         student version shows of a test cell."""
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        return (grade_id in self.tests or (grade_id in self.locked and cell.source == self.sources[grade_id])
+        gid = grade_id(cell)
+        return (gid in self.tests or (gid in self.locked and cell.source == self.sources[gid])
                 or cell.source.strip() in self.visible_tests)
 
-    def student_cells(self, nb):
+    def student_cells(self, nb) -> list:
         """[(grade_id or None, label, source)] of the code cells whose content is the student's."""
-        return [(cell.metadata.get("nbgrader", {}).get("grade_id"),
-                 f"单元格 {cell.metadata.get('nbgrader', {}).get('grade_id') or f'#{index + 1}'}", cell.source)
+        return [(grade_id(cell), f"单元格 {grade_id(cell) or f'#{index + 1}'}", cell.source)
                 for index, cell in enumerate(nb.cells)
                 if cell.cell_type == "code" and not self.is_instructors(cell)]
-
-
-def _only_imports(source):
-    try:
-        body = integrity.parse(source).body
-    except SyntaxError:
-        return False
-    return bool(body) and all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
 
 
 class CourseExecute(QuietKernel, Execute):
@@ -148,30 +111,34 @@ class CourseExecute(QuietKernel, Execute):
 
     def preprocess(self, nb, resources, km=None):
         info = resources["nbgrader"]
+        self.result = resources.get(RESULT) or SubmissionResult()
         self.instructor = Instructor(info["db_url"], info["notebook"], info["assignment"])
         student = self.instructor.student_cells(nb)
-        _state.flags = getattr(_state, "flags", []) + integrity.review_flags(
-            [(label, source) for _, label, source in student], self.instructor.imports)
+        self.result.flags += flags.review_flags([(label, source) for _, label, source in student],
+                                                self.instructor.imports)
         self.session = remote.Session(self._send, [(gid, source) for gid, _, source in student],
-                                      self.instructor.imports)
+                                      self.instructor.imports, shortcuts=shortcuts.forbidden_uses)
         self.namespace = trusted.base_namespace(self.instructor.imports)
         self._kept_bytes = {}
         with TURN.lent():
             try:
                 return super().preprocess(nb, resources, km=km)
-            except DeadKernelError as exc:
-                _fail(CRASHED)
+            except DeadKernelError:
+                self._fail(CRASHED)
+
+    def _fail(self, reason):
+        self.result.failure = reason
+        raise SubmissionFailed(reason)
 
     def preprocess_cell(self, cell, resources, index):
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if cell.cell_type != "code" or grade_id not in self.instructor.tests:
+        gid = grade_id(cell)
+        if cell.cell_type != "code" or gid not in self.instructor.tests:
             return super().preprocess_cell(cell, resources, index)
         self._deadline = time.monotonic() + self.timeout
         try:
-            verdict = trusted.run_test_cell(self.instructor.sources[grade_id], grade_id, self.namespace,
-                                            self.session)
+            verdict = trusted.run_test_cell(self.instructor.sources[gid], gid, self.namespace, self.session)
         except remote.KernelLost as exc:
-            _fail(CRASHED if str(exc) == "died" else hung(self.timeout))
+            self._fail(CRASHED if str(exc) == "died" else hung(self.timeout))
         cell.outputs = [] if verdict.passed else [
             new_output("error", ename="AssertionError", evalue=verdict.message, traceback=[verdict.message])]
         return cell, resources
@@ -200,5 +167,5 @@ class CourseExecute(QuietKernel, Execute):
         try:  # the interrupted cell must answer, or the kernel is stuck for good
             await ensure_async(self.kc.shell_channel.get_msg(timeout=self.interrupt_grace))
         except Empty:
-            _fail(hung(timeout))
+            self._fail(hung(timeout))
         return reply

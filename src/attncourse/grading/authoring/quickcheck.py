@@ -1,6 +1,6 @@
 """The author's quick loop over a catalog, through the real grading path.
 
-`python -m attncourse.grading.quickcheck a1_scoring [case ...]` copies the course to a scratch folder, releases
+`python -m attncourse.grading.authoring.quickcheck a1_scoring [case ...]` copies the course to a scratch folder, releases
 the assignment, grades the reference answer, the lecturer's code and every catalogued variant, and prints
 where each lost points and why. `tests/test_catalog.py` is the proof; this is the loop while writing.
 """
@@ -8,16 +8,19 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import nbformat
+from sqlalchemy.exc import SAWarning
 
-from ..config import find_root
-from . import autograde, logs, release
-from .course import copy_course_files, nbgrader_config, use_this_environment
-from .variants import catalog_cases, load_catalog, test_cell_ids
-
-COURSE_FILES = ["course.toml", "nbgrader_config.py", "source", "catalog", "notebooks"]
+from ...config import find_root
+from .. import logs
+from ..cells import grade_id, test_cell_ids
+from ..course import copy_course_files, nbgrader_config, use_this_environment
+from ..release import student_version as release
+from ..run import autograde
+from .variants import catalog_cases, load_catalog
 
 
 def failed_tests(root, outcome, tests):
@@ -25,18 +28,18 @@ def failed_tests(root, outcome, tests):
     found = {}
     for path in (root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-            if grade_id in tests and errors:
-                found[grade_id] = errors[-1].evalue
+            if grade_id(cell) in tests and errors:
+                found[grade_id(cell)] = errors[-1].evalue
     return found
 
 
 def main(assignment, only=()):
     use_this_environment()
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's ORM chatter says nothing to an author
     source_root = find_root()
     with tempfile.TemporaryDirectory() as tmp:
-        root = copy_course_files(source_root, tmp, COURSE_FILES)
+        root = copy_course_files(source_root, tmp)
         log = logs.to_file(Path(tempfile.gettempdir()) / f"quickcheck-{assignment}.log")
         release.release_all(nbgrader_config(root), root, [assignment])
         catalog = load_catalog(root, assignment)
@@ -49,13 +52,13 @@ def main(assignment, only=()):
             pairs.append((assignment, student))
         start = time.time()
         outcomes = autograde.grade_class(nbgrader_config(root, root / "submitted"), pairs,
-                                         jobs=os.cpu_count() or 1, progress=lambda _: None)
+                                         jobs=os.cpu_count() or 1, warn=lambda _: None)
         tests = set(test_cell_ids(nbformat.read(root / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb",
                                                 as_version=4)))
         bad = 0
         for o in outcomes:
             expected = cases[o.student][1]
-            failed = failed_tests(root, o, tests) if o.status == "graded" else {o.reason: ""}
+            failed = failed_tests(root, o, tests) if o.status.has_score else {o.reason: ""}
             ok = set(failed) == expected
             bad += not ok
             print(f"{'OK ' if ok else 'BAD'} {o.student:36s} lost={sorted(failed)}"

@@ -12,10 +12,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ..plotting import use_course_style  # noqa: E402
-from .files import write_atomic  # noqa: E402
+from ...plotting import use_course_style  # noqa: E402
+from ..files import write_atomic  # noqa: E402
+from ..model import Outcome, Status  # noqa: E402
 
-STATUS_ZH = {"graded": "已评分", "kept": "已评分（沿用）", "failed": "评分失败", "error": "工具出错"}
+STATUS_ZH = {Status.GRADED: "已评分", Status.KEPT: "已评分（沿用）", Status.FAILED: "评分失败", Status.ERROR: "工具出错"}
 
 
 COLUMNS = ["assignment", "student", "status", "score", "max_score", "pending_manual", "withheld_for_review",
@@ -31,7 +32,7 @@ def write_grades_csv(outcomes, path):
     w = csv.writer(buffer)
     w.writerow(COLUMNS)
     for o in outcomes:
-        ok = o.status in ("graded", "kept")
+        ok = o.status.has_score
         w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
                     f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "",
                     f"{o.withheld:g}" if ok else "", o.reason, "；".join(o.flags), "；".join(o.notes)])
@@ -72,8 +73,8 @@ def write_report(outcomes, out_dir, test_cells):
              "|---|---|---|---|---|---|---|"]
     sections = []
     for aid, items in sorted(by_assignment.items()):
-        graded = [o for o in items if o.status in ("graded", "kept")]
-        failed = [o for o in items if o.status not in ("graded", "kept")]
+        graded = [o for o in items if o.status.has_score]
+        failed = [o for o in items if not o.status.has_score]
         scores = sorted(o.score for o in graded)
         maximum = graded[0].max_score if graded else 0
         mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
@@ -133,10 +134,21 @@ code {{ background: #f6f6f6; padding: 0 3px; }}
 def summary_table(outcomes):
     rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s} {'待人工':>6s}  原因 / 复核"]
     for o in outcomes:
-        ok = o.status in ("graded", "kept")
+        ok = o.status.has_score
         score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
         pending = f"{o.pending:g}" if ok and o.pending else ""
         note = o.reason or (f"⚠ 复核前暂不计入 {o.withheld:g} 分：" + "；".join(o.flags) if o.flags else "")
         rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s} "
                     f"{pending:>6s}  {note}")
     return "\n".join(rows)
+
+
+def describe(o: Outcome) -> str:
+    """One line of `course grade`'s progress for a finished submission."""
+    head = f"{o.assignment:14s} {o.student:18s}"
+    review = f"  ⚠ 需人工复核（{o.withheld:g} 分暂不计入）：{'；'.join(o.flags)}" if o.flags else ""
+    if o.status.has_score:
+        mark = "✔" if o.status == Status.GRADED else "＝"
+        manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""
+        return f"{head} {mark} {o.score:g}/{o.max_score:g}{manual}  ({o.seconds:.1f} s){review}"
+    return f"{head} ✘ {o.reason}  ({o.seconds:.1f} s)"

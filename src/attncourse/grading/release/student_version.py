@@ -7,20 +7,18 @@ Once students have submitted, releasing again would change the tests applied to 
 import datetime
 import hashlib
 import json
-import re
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateAssignment
 
-from .course import coursedir
-from .files import write_atomic
+from ..cells import MARKERS, REGION, is_answer_cell
+from ..course import coursedir
+from ..files import write_atomic
 
 RECORD = "released.json"
 
-REGION = re.compile(r"(BEGIN SOLUTION|BEGIN HIDDEN TESTS)(.*?)(END SOLUTION|END HIDDEN TESTS)", re.S)
-MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
 
 class LeakError(Exception):
@@ -109,7 +107,7 @@ def secret_lines(nb, hidden_only=False):
         text = cell.source
         if hidden_only:
             text = "\n".join(m.group(0) for m in REGION.finditer(text) if m.group(1) == "BEGIN HIDDEN TESTS")
-        elif not REGION.search(text) and cell.cell_type == "markdown" and cell.metadata.get("nbgrader", {}).get("solution"):
+        elif not REGION.search(text) and cell.cell_type == "markdown" and is_answer_cell(cell):
             secret.update(line.strip() for line in text.splitlines())  # nbgrader replaces the whole answer
             continue
         secret.update(line.strip() for m in REGION.finditer(text) for line in m.group(2).splitlines())

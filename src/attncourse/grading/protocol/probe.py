@@ -60,11 +60,7 @@ def encode(obj, depth=0):
     if obj is None or type(obj) in (bool, int, float, str):
         return obj
     if isinstance(obj, torch.Tensor):
-        param = isinstance(obj, torch.nn.Parameter)
-        grad = wire.tensor_payload(obj.grad) if param and obj.grad is not None else None
-        payload = wire.tensor_payload(obj, param=param, grad=grad)
-        payload["device"] = str(obj.device)
-        return {"$tensor": payload}
+        return wire.encode_tensor(obj)
     if isinstance(obj, torch.Size):
         return {"$tuple": [int(n) for n in obj]}
     if isinstance(obj, torch.device):

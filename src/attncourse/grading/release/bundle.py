@@ -16,11 +16,11 @@ from pathlib import Path
 
 import nbformat
 
-from ..config import settings
-from . import release
+from ...config import settings
+from . import student_version as release
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
-README = Path(__file__).resolve().parent.parent / "templates" / "student" / "README.md"
+README = Path(__file__).resolve().parents[2] / "templates" / "student" / "README.md"
 
 
 def figures(notebook_path):
@@ -62,7 +62,7 @@ def leaks(root, assignment, files):
     """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
     catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
     root, found = Path(root), []
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]
     for name, data in files.items():
         if name.startswith(("source/", "catalog/")) or "/source/" in name or "/catalog/" in name:
             found.append(f"{name}: 课程的 source/ 或 catalog/ 文件")

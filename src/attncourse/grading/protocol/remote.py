@@ -11,7 +11,8 @@ import json
 import sys
 from queue import Empty
 
-from . import integrity, probe, wire
+from .. import syntax
+from . import probe, wire
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
 MAX_REPLY = 64 << 20
@@ -69,10 +70,11 @@ class Remote:
 class Session:
     """One notebook's connection to its kernel, used by the test cells while they run."""
 
-    def __init__(self, send, student_cells=(), imports=()):
+    def __init__(self, send, student_cells=(), imports=(), shortcuts=None):
         self._send = send  # dict request -> dict reply (see kernel_request)
         self.student_cells = list(student_cells)  # [(grade_id or None, source)] of the student's code
         self.imports = list(imports)  # sources of the notebook's given import cells
+        self._shortcuts = shortcuts  # (cells, solution cell, names, imports, judged_alone) -> names used
         self.cell_source = ""
         self._classes = {}
 
@@ -128,9 +130,9 @@ class Session:
         self.request("swap_out", names=list(names))
 
     def forbid(self, solution_cell, names, reason):
-        swapped = {k.arg for node in ast.walk(integrity.parse(self.cell_source)) if isinstance(node, ast.Call)
+        swapped = {k.arg for node in ast.walk(syntax.parse(self.cell_source)) if isinstance(node, ast.Call)
                    and getattr(node.func, "id", None) == "using" for k in node.keywords}
-        used = integrity.forbidden_uses(self.student_cells, solution_cell, names, self.imports, judged_alone=swapped)
+        used = self._shortcuts(self.student_cells, solution_cell, names, self.imports, judged_alone=swapped)
         if used:
             raise AssertionError(f"本题不允许用 {'、'.join(used)} 作答{('：' + reason) if reason else ''}")
 
@@ -145,7 +147,7 @@ class Session:
     def _source_of(self, definition):
         """The source of a function or class defined at the top level of the running test cell."""
         name = getattr(definition, "__name__", None)
-        tree = integrity.parse(self.cell_source)
+        tree = syntax.parse(self.cell_source)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
                 start = min([d.lineno for d in node.decorator_list] + [node.lineno])
@@ -166,7 +168,7 @@ def _trusted_class(qualified):
 
 def probe_expression(request):
     payload = base64.b64encode(wire.dumps(request).encode()).decode()
-    return f"__import__('attncourse.grading.probe', fromlist=['serve']).serve('{payload}')"
+    return f"__import__('{probe.__name__}', fromlist=['serve']).serve('{payload}')"
 
 
 async def kernel_request(kc, km, request, timeout, grace):

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..cells import SOLUTION_MARKER_LINE, cells_by_id, is_answer_cell
+
 
 def load_catalog(root, assignment):
     path = Path(root) / "catalog" / f"{assignment}.py"
@@ -25,17 +27,6 @@ def load_catalog(root, assignment):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def cells_by_id(nb):
-    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade_id")}
-
-
-def test_cell_ids(nb):
-    """grade_ids of autograded test cells, in notebook order."""
-    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
 
 
 def with_code(nb, cells=None, edits=None):
@@ -54,8 +45,15 @@ def with_code(nb, cells=None, edits=None):
     return nb
 
 
-def variant_notebook(source_nb, variant):
-    return with_code(source_nb, variant.get("cells"), variant.get("edits"))
+def answered(release_nb, source_nb, replace_cells=None, edits=None):
+    """The student version with every solution cell filled in from `source_nb` (then changed)."""
+    nb = copy.deepcopy(release_nb)
+    answers = cells_by_id(with_code(source_nb, replace_cells, edits))
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if is_answer_cell(cell) and gid in answers:
+            cell.source = SOLUTION_MARKER_LINE.sub("", answers[gid].source)
+    return nb
 
 
 def source_notebook(root, assignment, catalog):
@@ -66,7 +64,6 @@ def catalog_cases(root, assignment):
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
     code, the other correct answers (`correct_<name>`) and every variant that shows on this machine
     (`needs_cuda` ones only where CUDA is used)."""
-    from .demo import answered
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
     rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
@@ -81,7 +78,7 @@ def catalog_cases(root, assignment):
 
 def uses_cuda():
     """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
-    from ..device import get_device
+    from ...device import get_device
     return get_device().type == "cuda"
 
 

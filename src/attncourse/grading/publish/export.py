@@ -12,8 +12,9 @@ from pathlib import Path
 from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
-from .autograde import counted, read_record
-from .files import write_atomic
+from ..files import write_atomic
+from ..model import Status
+from ..records import counted, read_record
 
 
 class LMSExport(ExportPlugin):
@@ -44,13 +45,13 @@ class LMSExport(ExportPlugin):
     def _score(gradebook, root, assignment, student):
         """(points counted now or None, a note) for one student's assignment."""
         record = read_record(root, assignment, student)
-        if record is not None and record.get("status") == "failed":
+        if record is not None and record.get("status") == Status.FAILED:
             return None, f"评分失败（{record.get('reason', '')}）"
         try:
             submission = gradebook.find_submission(assignment, student)
         except MissingEntry:
             return None, "未提交"
-        score, _, _, pending, withheld = counted(submission)
-        held = [f"{withheld:g} 分待复核"] if withheld else []
-        waiting = [f"{pending:g} 分待人工评分"] if pending else []
-        return score, "，".join(held + waiting)
+        scores = counted(submission)
+        held = [f"{scores.withheld:g} 分待复核"] if scores.withheld else []
+        waiting = [f"{scores.pending:g} 分待人工评分"] if scores.pending else []
+        return scores.counted, "，".join(held + waiting)

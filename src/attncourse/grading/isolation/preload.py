@@ -31,8 +31,7 @@ from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvision
 from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
-PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
-           "attncourse.grading.probe"]
+PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets
 CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
@@ -41,8 +40,8 @@ CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 class Zygote:
     """The warm process for one grading run, reached through a Unix socket; restarted if it dies."""
 
-    def __init__(self, timeout=180):
-        self.timeout = timeout
+    def __init__(self, modules=(), timeout=180):
+        self.modules, self.timeout = list(modules), timeout
         self.dir = tempfile.mkdtemp(prefix="attncourse-zygote-")
         self.lock = threading.Lock()
         self._start()
@@ -50,7 +49,7 @@ class Zygote:
     def _start(self):
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
         env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE}
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid())], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.time() + self.timeout
@@ -149,7 +148,7 @@ class PreloadedProvisioner(LocalProvisioner):
             files.update({f"{sandboxes.HOME}/{p.name}": p.read_bytes() for p in sorted(pathlib.Path(cwd).glob("*.ipynb"))})
             argv[argv.index("-f") + 1] = CONNECTION_FILE
             pid = self.zygote.fork_kernel({
-                "argv": argv, "env": kernel_env(env), "cwd": sandboxes.HOME,
+                "argv": argv, "env": sandboxed_env(env), "cwd": sandboxes.HOME,
                 "sandbox": {"settings": self.sandbox, "uid": self.uid,
                             "files": {k: base64.b64encode(v).decode() for k, v in files.items()}}})
             info = {**info, "ip": f"/proc/{pid}/root{KERNEL_IPC}"}  # the kernel's sockets, seen from here
@@ -166,7 +165,7 @@ class PreloadedProvisioner(LocalProvisioner):
             self.uid = None
 
 
-def kernel_env(env):
+def sandboxed_env(env):
     """What a sandboxed kernel is told of its environment: nothing of the grader's beyond these."""
     keep = {k: env[k] for k in ("OMP_NUM_THREADS", "NBGRADER_EXECUTION", "LANG", "LC_ALL") if k in env}
     return {**keep, "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": sandboxes.HOME,
@@ -174,8 +173,8 @@ def kernel_env(env):
 
 
 @contextmanager
-def preloaded_kernels(log=print, sandbox=None):
-    """Within the block, python kernels are forks of a zygote that has imported torch and d2l.
+def preloaded_kernels(log=print, sandbox=None, modules=()):
+    """Within the block, python kernels are forks of a zygote that has imported torch, d2l and `modules`.
 
     `sandbox`: a `sandbox.Sandbox` whose settings every kernel gets, or None for unsandboxed kernels.
     """
@@ -186,7 +185,7 @@ def preloaded_kernels(log=print, sandbox=None):
     factory.provisioners[NAME] = EntryPoint(NAME, f"{__name__}:PreloadedProvisioner",
                                             "jupyter_client.kernel_provisioners")
     try:
-        zygote = Zygote()
+        zygote = Zygote(modules)
     except (OSError, RuntimeError) as exc:
         if sandbox is not None:
             raise RuntimeError(f"沙箱需要预加载进程，但它未能启动：{exc}") from exc
@@ -300,10 +299,10 @@ def _fork_sandboxed(request):
     return int(line)
 
 
-def serve(path, grader):
+def serve(path, grader, modules=()):
     """The zygote: import once, then fork a kernel per request."""
     _die_with_parent(grader)
-    for module in PRELOAD:
+    for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
     server = socket.socket(socket.AF_UNIX)
@@ -330,4 +329,4 @@ def serve(path, grader):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])

@@ -15,7 +15,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import parse_utc
 
-from ..notebooks import dumps
+from ...notebooks import dumps
+from ..cells import cells_by_id
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_NOTEBOOK_BYTES = 20 << 20
@@ -67,8 +68,7 @@ def restore_metadata(nb, released):
     """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, a
     pasted copy of a cell, or a cell claiming an id the assignment does not have, cannot change what is
     graded. Returns how many cells changed."""
-    known = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
-             if c.metadata.get("nbgrader", {}).get("grade_id")}
+    known = {gid: cell.metadata["nbgrader"] for gid, cell in cells_by_id(released).items()}
     changed, seen = 0, set()
     for cell in reversed(nb.cells):  # a pasted copy keeps no id: the last cell with an id keeps it, as in nbgrader
         meta = cell.metadata.get("nbgrader")

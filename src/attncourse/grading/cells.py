@@ -1,0 +1,48 @@
+"""The nbgrader facts about cells that every stage reads: ids, test cells, answer cells, hidden regions."""
+import re
+
+SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
+HIDDEN_MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+MARKERS = SOLUTION_MARKERS + HIDDEN_MARKERS
+# A solution or hidden-test region of a source cell: group 1 its kind, group 2 its body.
+REGION = re.compile(r"(BEGIN SOLUTION|BEGIN HIDDEN TESTS)(.*?)(END SOLUTION|END HIDDEN TESTS)", re.S)
+# The whole hidden part of a test cell, marker lines included (what the student version lacks).
+HIDDEN_PART = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+SOLUTION_MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.M)
+
+
+def meta(cell) -> dict:
+    value = cell.get("metadata", {}).get("nbgrader", {})
+    return value if isinstance(value, dict) else {}
+
+
+def grade_id(cell) -> str | None:
+    return meta(cell).get("grade_id")
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test cell: code, graded, not an answer."""
+    m = meta(cell)
+    return cell.get("cell_type") == "code" and bool(m.get("grade")) and not m.get("solution")
+
+
+def is_answer_cell(cell) -> bool:
+    return bool(meta(cell).get("solution"))
+
+
+def is_test_grade(grade, solution_names) -> bool:
+    """The same for a gradebook Grade: `solution_names` are its notebook's answer cells."""
+    return grade.cell.cell_type == "code" and grade.cell.name not in solution_names
+
+
+def cells_by_id(nb) -> dict:
+    return {grade_id(c): c for c in nb.cells if grade_id(c)}
+
+
+def test_cell_ids(nb) -> list:
+    """grade_ids of the autograded test cells, in notebook order."""
+    return [grade_id(c) for c in nb.cells if is_test_cell(c)]
+
+
+def has_hidden_tests(cell) -> bool:
+    return is_test_cell(cell) and HIDDEN_MARKERS[0] in cell.get("source", "")

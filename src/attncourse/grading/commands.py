@@ -1,0 +1,156 @@
+"""The instructor's steps over a semester, as the `course` commands run them.
+
+A real class lives in the course folder: `course release` → students work → `course collect` → `course grade`
+→ formgrader for the written answers → `course feedback`, `course report`, `course export`. Grading always
+uses what was released (the tests stored in the gradebook), never regenerates, and keeps manual grades.
+Each command prints what it did; `ToolchainError` is for failures of the tools or of the instructor's input,
+never of a student's code.
+"""
+import time
+from pathlib import Path
+
+import nbformat
+from nbgrader.apps import ExportApp
+from nbgrader.converters.base import NbGraderException
+from traitlets.config import Config
+
+from . import logs
+from .cells import test_cell_ids
+from .course import assignments, nbgrader_config, submissions
+from .intake import collect
+from .isolation.sandbox import SandboxUnavailable
+from .model import Outcome, Status
+from .publish import feedback, report
+from .records import outcome_from_record
+from .release import student_version as release
+from .run import autograde
+
+
+class ToolchainError(Exception):
+    """The course's own tools failed, or the instructor's input cannot be used (not a student's code)."""
+
+
+def step(title: str) -> None:
+    print(f"\n== {title} ==", flush=True)
+
+
+def _log(root):
+    (Path(root) / "build").mkdir(exist_ok=True)
+    return logs.to_file(Path(root) / "build" / "nbgrader.log")
+
+
+# --- release ---------------------------------------------------------------------------------------------------
+
+def release_assignments(root, ids, force=False) -> None:
+    root = Path(root)
+    log = _log(root)
+    cfg = nbgrader_config(root)
+    for aid in ids or assignments(root):
+        try:
+            for path in release.release(cfg, root, aid, force=force):
+                print(f"  ✔ {path.relative_to(root)}")
+        except NbGraderException as exc:
+            raise ToolchainError(f"nbgrader generate_assignment 失败：\n{logs.tail(log)}") from exc
+
+
+def released_ids(root, ids=None) -> list:
+    """The assignments to work on: those asked for, which must have been released, or every released one."""
+    done = release.record(root)
+    if not ids:
+        return sorted(done)
+    missing = [a for a in ids if a not in done]
+    if missing:
+        raise ToolchainError(f"{'、'.join(missing)} 尚未发布：先运行 course release {' '.join(missing)}")
+    return list(ids)
+
+
+# --- collect ---------------------------------------------------------------------------------------------------
+
+def collect_download(root, source, assignment) -> collect.Collected:
+    root = Path(root)
+    [assignment] = released_ids(root, [assignment])
+    names = [p.name for p in sorted((root / "release" / assignment).glob("*.ipynb"))]
+    result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names)
+    for student, notebook, when in result.taken:
+        print(f"  ✔ {student}/{assignment}/{notebook}（{when:%Y-%m-%d %H:%M}）")
+    for line in result.notes:
+        print(f"  ＝ {line}")
+    for name, why in result.unmatched:
+        print(f"  ✘ 未收集 {name}：{why}")
+    print(f"  收集 {len({s for s, _, _ in result.taken})} 名学生；{len(result.unmatched)} 个文件未能匹配")
+    return result
+
+
+# --- grade, feedback, report, export ---------------------------------------------------------------------------
+
+def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]:
+    """Grade submitted/ (after importing `class_dir`, a folder laid out as <student>/<assignment>/)."""
+    root = Path(root)
+    _log(root)
+    ids = released_ids(root, ids)
+    cfg = nbgrader_config(root)
+    if class_dir is not None:
+        for line in collect.import_class(cfg, root, Path(class_dir), ids):
+            print(f"  ＝ {line}")
+    for aid in ids:
+        for note in release.changes_since_release(root, aid) or []:
+            print(f"  ⚠ {note}：评分仍按发布时存入成绩库的测试进行（重新发布：course release {aid} --force）")
+    submitted = root / cfg.CourseDirectory.submitted_directory
+    pairs = [p for p in submissions(submitted, ids) if student is None or p[1] == student] if submitted.is_dir() else []
+    if not pairs:
+        raise ToolchainError(f"{submitted} 中没有找到 {'、'.join(ids)} 的提交" + (f"（学生 {student}）" if student else ""))
+    step(f"自动评分 {len(pairs)} 份提交（{jobs} 个并行）")
+    start = time.time()
+    try:
+        outcomes = autograde.grade_class(
+            cfg, pairs, jobs=jobs, force=student is not None,
+            progress=lambda done, total, o: print(f"[{done}/{total}] {report.describe(o)}", flush=True))
+    except SandboxUnavailable as exc:
+        raise ToolchainError(str(exc)) from exc
+    print(f"  用时 {time.time() - start:.1f} s")
+    broken = [o for o in outcomes if o.status == Status.ERROR]
+    if broken:
+        raise ToolchainError("评分工具出错：" + "; ".join(f"{o.student}/{o.assignment}: {o.reason}" for o in broken))
+    step("汇总")
+    print(report.summary_table(outcomes))
+    return outcomes
+
+
+def graded_outcomes(root, ids=None) -> list[Outcome]:
+    """The Outcomes of every graded submission in submitted/, read back from the records and the gradebook."""
+    root = Path(root)
+    cfg = nbgrader_config(root)
+    submitted = root / cfg.CourseDirectory.submitted_directory
+    pairs = submissions(submitted, released_ids(root, ids)) if submitted.is_dir() else []
+    found = [outcome_from_record(cfg.CourseDirectory.db_url, root, a, s) for a, s in pairs]
+    return [o for o in found if o is not None]
+
+
+def publish_feedback(root, outcomes) -> None:
+    root = Path(root)
+    _log(root)
+    published = feedback.publish(nbgrader_config(root), root, outcomes)
+    print(f"  ✔ feedback/：{published} 份反馈")
+
+
+def write_report(root, outcomes, build_dir=None) -> None:
+    root = Path(root)
+    build_dir = Path(build_dir or root / "build")
+    csv_path = build_dir / "grades.csv"
+    report.write_grades_csv(outcomes, csv_path)
+    print(f"  ✔ {csv_path.relative_to(root)}")
+    cells = {aid: [cell for nb in sorted((root / "release" / aid).glob("*.ipynb"))
+                   for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in {o.assignment for o in outcomes}}
+    path = report.write_report(outcomes, build_dir / "report", cells)
+    print(f"  ✔ {path.relative_to(root)}，{path.with_suffix('.html').relative_to(root)}")
+
+
+def export_grades(root, to) -> None:
+    """nbgrader's export with the course's plugin (`c.ExportApp.plugin_class`): the LMS CSV."""
+    root = Path(root)
+    _log(root)
+    app = ExportApp()
+    app.initialize([], root=str(root))
+    app.update_config(Config({"ExportPlugin": {"to": str(to)}}))
+    app.start()
+    print(f"  ✔ {to}")

@@ -1,0 +1,52 @@
+"""What grading one submission produces: its status, its scores and what a person must know about it."""
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    GRADED = "graded"  # graded in this run
+    KEPT = "kept"  # graded earlier and unchanged since: the grade (and manual grades) are kept
+    FAILED = "failed"  # cannot be graded (crash, hang, corrupt file, refused folder): no score, a reason
+    ERROR = "error"  # the course's own tools failed: the command stops
+
+    @property
+    def has_score(self) -> bool:
+        return self in (Status.GRADED, Status.KEPT)
+
+
+@dataclass
+class Scores:
+    """A submission's points as the gradebook holds them."""
+    counted: float  # points that count now: without points held back for review
+    maximum: float
+    cells: dict  # grade_id -> (score, max)
+    pending: float  # points of written answers still waiting for a manual grade
+    withheld: float  # autograded points held back until a person has reviewed the flags
+
+
+@dataclass
+class Outcome:
+    assignment: str
+    student: str
+    status: Status
+    reason: str = ""
+    seconds: float = 0.0
+    score: float | None = None  # points counted now
+    max_score: float | None = None
+    cells: dict = field(default_factory=dict)  # test grade_id -> (score, max)
+    flags: list = field(default_factory=list)  # why a person must review it
+    pending: float = 0.0
+    withheld: float = 0.0
+    notes: list = field(default_factory=list)  # what was set aside or changed on the way
+
+    def take_scores(self, scores: Scores) -> "Outcome":
+        self.score, self.max_score, self.cells = scores.counted, scores.maximum, scores.cells
+        self.pending, self.withheld = scores.pending, scores.withheld
+        return self
+
+
+@dataclass
+class SubmissionResult:
+    """What running one submission leaves for its Outcome, filled in by the execute step as it runs."""
+    failure: str = ""  # why the submission cannot be graded ('' while it can)
+    flags: list = field(default_factory=list)  # review flags found in the student's code

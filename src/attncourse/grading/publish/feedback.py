@@ -1,0 +1,194 @@
+"""Feedback a student can read offline: each test's result in Chinese, never the tests' source.
+
+The preprocessors below and the template `templates/course_feedback` are set in `nbgrader_config.py`, so
+plain `nbgrader generate_feedback` uses them too. nbgrader on its own prints hidden tests in full, in the
+cell and again in the traceback (nbgrader #917), labels everything in English, shows an ungraded written
+answer as 0 points, and loads MathJax from a CDN.
+
+`publish` writes each student's pages to a scratch folder, scans them for hidden-test lines, and only then
+moves them into `feedback/`.
+"""
+import html
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from nbconvert.preprocessors import Preprocessor
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbformat.v4 import new_output
+from nbgrader.api import Gradebook
+from nbgrader.converters import GenerateFeedback
+from nbgrader.preprocessors import GetGrades
+from traitlets import Bool
+
+from ..cells import is_test_cell
+from ..course import coursedir
+from ..files import replace_dir
+from ..model import Outcome
+from ..release.student_version import secret_lines
+from ..run.autograde import flag_after_grading
+from ..syntax import docstring
+
+TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
+TEMPLATES = [str(Path(__file__).resolve().parents[2] / "templates")]  # holds course_feedback/
+MATHJAX = "mathjax-tex-svg.js"  # MathJax 3's single-file build, linked beside each published page
+
+
+def verdict(outputs):
+    """(passed, the Chinese verdict) of a test cell from its outputs."""
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    if not errors:
+        return True, "通过"
+    err = errors[-1]
+    if err.get("ename") in TIMEOUT_NAMES:
+        return False, "未通过：运行超时，代码可能陷入了死循环或过慢"
+    message = (err.get("evalue") or "").strip()
+    if err.get("ename") == "NotImplementedError":
+        return False, "未通过：仍有未完成的函数（NotImplementedError）"
+    if err.get("ename") == "AssertionError":
+        return False, f"未通过：{message or '结果与预期不符'}"
+    return False, f"未通过：{err.get('ename')}: {message}"
+
+
+class HideTestSource(Preprocessor):
+    """Replace each autograded test cell by what it checks and its verdict (a coloured word, no emoji: every
+    CJK font has the characters)."""
+
+    enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if is_test_cell(cell):
+            what = docstring(cell.source)
+            cell.source = f'"""{what}"""' if what else "# （测试代码不予显示）"
+            passed, text = verdict(cell.outputs)
+            word, rest = text.split("：", 1) if "：" in text else (text, "")
+            badge = f'<span class="verdict {"pass" if passed else "fail"}">{html.escape(word)}</span>'
+            cell.outputs = [new_output("display_data", data={
+                "text/html": badge + (f" {html.escape(rest)}" if rest else ""), "text/plain": text})]
+        return cell, resources
+
+
+class GetGradesAndWaits(GetGrades):
+    """nbgrader's GetGrades, also marking points that wait for a person (a written answer not yet graded, or
+    autograded points held for review) so that feedback says "waiting" instead of showing 0, and telling the
+    template where the page's MathJax file is (published beside it by `course feedback`)."""
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        waiting = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting")]
+        resources["nbgrader"]["waiting"] = sum(meta["points"] for meta in waiting)
+        resources["nbgrader"]["score"] -= sum(meta["score"] or 0 for meta in waiting)
+        resources["course_mathjax"] = MATHJAX
+        return nb, resources
+
+    def _get_score(self, cell, resources):
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
+                                          self.assignment_id, self.student_id)
+        cell.metadata.nbgrader["waiting"] = bool(grade.needs_manual_grade and grade.manual_score is None)
+
+
+class SafeHTML(SanitizeHTML):
+    """nbconvert's bleach-based sanitizer, on by default, allowing the plain tags the course's own cells use.
+
+    A student's markdown or output cannot carry `<script>`, event handlers, SVG or JavaScript into feedback.
+    """
+
+    enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.tags = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6",
+                                                 "table", "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub"})
+        self.attributes = {**ALLOWED_ATTRIBUTES, "div": ["class"], "span": ["class"]}  # .verdict, .course-title
+
+
+# --- publishing ------------------------------------------------------------------------------------------------
+
+def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
+    """Each graded student's feedback, written to a scratch folder, checked for hidden-test lines (the released
+    tests, from the gradebook, less what the student version shows and the student's own cells), and only then
+    published in feedback/. A failure or a leak stays on the student's row. Returns how many were published."""
+    root = Path(root)
+    hidden = {a: hidden_lines(cfg, a) - notebook_lines(sorted((root / "release" / a).glob("*.ipynb")))
+              for a in {o.assignment for o in outcomes}}
+    work = root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
+    mathjax = vendor_file(root, "mathjax3/es5/tex-svg.js")
+    if mathjax is None:
+        say("  ⚠ 找不到 MathJax 3（scripts/setup.sh 安装到 build/vendor）：反馈中的公式将显示为 TeX 源码")
+    published = 0
+    for o in outcomes:
+        if not o.status.has_score:
+            continue
+        with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
+            cd = coursedir(cfg, o.assignment, o.student)
+            cd.feedback_directory = scratch
+            converter = GenerateFeedback(coursedir=cd, config=cfg)
+            converter.force = True
+            try:
+                converter.start()
+            except Exception as exc:  # nbgrader logs the details; the others' feedback goes on
+                o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
+                continue
+            made = Path(scratch) / o.student / o.assignment
+            watch = hidden[o.assignment] - notebook_lines(sorted((root / "autograded" / o.student / o.assignment)
+                                                                 .glob("*.ipynb")), skip_tests=True)
+            pages = {p.name: page_text(p) for p in sorted(made.rglob("*")) if p.is_file()}
+            leaked = [name for name, text in pages.items() if any(line in text for line in watch)]
+            if leaked:
+                o.flags.append(f"反馈（{'、'.join(leaked)}）中出现了隐藏测试的内容，反馈已扣留")
+                flag_after_grading(cfg, root, o)
+                shutil.rmtree(root / "feedback" / o.student / o.assignment, ignore_errors=True)
+                continue
+            if mathjax:
+                link_or_copy(mathjax, made / MATHJAX)
+            replace_dir(made, root / "feedback" / o.student / o.assignment, scratch)
+            published += 1
+    return published
+
+
+def vendor_file(root, name):
+    """A file of the npm packages setup.sh installs in build/vendor/, here or in a course folder above."""
+    for folder in (Path(root).resolve(), *Path(root).resolve().parents):
+        path = folder / "build" / "vendor" / "node_modules" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def link_or_copy(src, dest):
+    """A hard link (the same file for every student's page costs no space), or a copy across file systems."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def page_text(path):
+    """The text a page shows: tags removed (code is split into highlighted tokens), entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace")))
+
+
+def notebook_lines(paths, skip_tests=False):
+    """Stripped lines of the notebooks' cells (without test cells: a student's feedback shows their own cells,
+    and a line that is the student's own or the student version's is no leak)."""
+    lines = set()
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if not (skip_tests and is_test_cell(cell)):
+                lines.update(line.strip() for line in cell.source.splitlines())
+    return lines
+
+
+def hidden_lines(cfg, assignment):
+    """Distinctive lines of the released hidden tests, as the gradebook stores them."""
+    with Gradebook(cfg.CourseDirectory.db_url) as gb:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for n in gb.find_assignment(
+            assignment).notebooks for c in n.source_cells if c.cell_type == "code"])
+    return secret_lines(nb, hidden_only=True)

@@ -1,0 +1,4 @@
+"""Run: in, the staged submissions of a class; out, their grades in the gradebook, the autograded notebooks in
+`autograded/`, a record per submission and an `Outcome` each. nbgrader's Autograde converter drives it; the
+execute step runs the student's cells in a sandboxed kernel and judges the test cells through the protocol;
+review flags and forbidden shortcuts are read from the student's code."""

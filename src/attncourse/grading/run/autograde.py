@@ -1,0 +1,154 @@
+"""Autograding a class with nbgrader's own Autograde converter, several students at once.
+
+For each submission: take it in (intake/staging.py), grade it into a scratch folder, hold back the autograded
+points of a submission flagged for review, and only then move the result into `autograded/` and write its
+record (`build/grading/records/`). A run that is killed half-way leaves no finished-looking grade: the next run
+grades that submission again. An unchanged submission with a record keeps its grade (and its manual grades).
+"""
+import copy
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
+from pathlib import Path
+
+from nbgrader.api import MissingEntry
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute
+
+from ..course import coursedir, kernel_env, released_notebooks
+from ..files import replace_dir
+from ..intake import staging
+from ..isolation import sandbox as sandboxes
+from ..isolation.preload import preloaded_kernels
+from ..model import Outcome, Status, SubmissionResult
+from ..protocol import probe
+from ..records import hold_for_review, outcome_from_record, read_record, read_scores, write_record
+from .execution import RESULT, TURN, CourseExecute
+
+
+class CourseAutograde(Autograde):
+    """nbgrader's Autograde, safe in threads, handing each notebook's execute step a `SubmissionResult`."""
+
+    def __init__(self, result: SubmissionResult, **kwargs):
+        super().__init__(**kwargs)
+        self.result = result
+
+    def init_single_notebook_resources(self, notebook_filename):
+        resources = super().init_single_notebook_resources(notebook_filename)
+        resources[RESULT] = self.result
+        return resources
+
+    def convert_single_notebook(self, notebook_filename):
+        # As Autograde's, minus `utils.setenv(NBGRADER_EXECUTION=...)`: nbgrader 0.9.6's setenv deletes
+        # the variable afterwards, under the feet of other threads. `grade_class` sets it for the run.
+        self._sanitizing = True
+        self._init_preprocessors()
+        super(Autograde, self).convert_single_notebook(notebook_filename)
+        notebook_filename = os.path.join(self.writer.build_directory, os.path.basename(notebook_filename))
+        self._sanitizing = False
+        self._init_preprocessors()
+        try:
+            super(Autograde, self).convert_single_notebook(notebook_filename)
+        finally:
+            self._sanitizing = True
+
+
+def grading_config(cfg):
+    """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`)."""
+    cfg = copy.deepcopy(cfg)
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    cfg.Autograde.autograde_preprocessors = [CourseExecute if step is Execute else step for step in steps]
+    return cfg
+
+
+def grade_one(cfg, root, intake, scratch, force=False) -> Outcome:
+    start = time.time()
+    a, s = intake.assignment, intake.student
+    if intake.reason:  # the student's name is a folder's name, so it can name the record too
+        write_record(root, a, s, {"status": Status.FAILED, "reason": intake.reason, "notes": intake.notes})
+        return Outcome(a, s, Status.FAILED, intake.reason, notes=intake.notes)
+    db_url = cfg.CourseDirectory.db_url
+    dest = Path(root) / "autograded" / s / a
+    record = read_record(root, a, s)
+    with TURN.held():
+        if not force and record and record.get("digest") == intake.digest and (
+                dest.is_dir() or record.get("status") == Status.FAILED):
+            try:
+                return outcome_from_record(db_url, root, a, s, status=Status.KEPT)
+            except MissingEntry:
+                pass  # the gradebook lost it: grade again
+    result = SubmissionResult()
+    with TURN.held():
+        cd = coursedir(cfg, a, s)
+        cd.submitted_directory = str(intake.folder.parent.parent)
+        cd.autograded_directory = str(scratch)
+        converter = CourseAutograde(result, coursedir=cd, config=cfg)
+        converter.force = True
+        try:
+            converter.start()
+        except Exception as exc:  # nbgrader has already removed the half-made autograded copy
+            reason = result.failure or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
+            write_record(root, a, s, {"digest": intake.digest, "status": Status.FAILED, "reason": reason,
+                                      "flags": result.flags, "notes": intake.notes})
+            return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=intake.notes)
+        if result.flags:
+            hold_for_review(db_url, a, s)
+        replace_dir(Path(scratch) / s / a, dest, scratch)
+        write_record(root, a, s, {"digest": intake.digest, "status": Status.GRADED, "flags": result.flags,
+                                  "notes": intake.notes})
+        scores = read_scores(db_url, a, s)
+    return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags,
+                   notes=intake.notes).take_scores(scores)
+
+
+def flag_after_grading(cfg, root, outcome: Outcome) -> None:
+    """A flag found after grading (in the feedback): hold the points back and keep it in the record."""
+    db_url = cfg.CourseDirectory.db_url
+    hold_for_review(db_url, outcome.assignment, outcome.student)
+    record = read_record(root, outcome.assignment, outcome.student) or {}
+    write_record(root, outcome.assignment, outcome.student, {**record, "flags": outcome.flags})
+    outcome.take_scores(read_scores(db_url, outcome.assignment, outcome.student))
+
+
+def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, outcome: None, warn=print,
+                preload=True) -> list:
+    """Autograde every (assignment, student) pair of the class folder `cfg.CourseDirectory.submitted_directory`;
+    returns their Outcomes in input order. `progress(done, total, outcome)` is called as each one finishes.
+
+    `preload`: kernels start as forks of a process that has imported torch and d2l (see isolation/preload.py);
+    each kernel is sandboxed (isolation/sandbox.py) unless no sandbox can be made here or `preload` is False.
+    """
+    cfg = grading_config(cfg)
+    root = Path(cfg.CourseDirectory.root)
+    class_dir = root / cfg.CourseDirectory.submitted_directory  # relative paths are the course root's
+    work = root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
+    released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
+    intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
+    sandbox = sandboxes.for_grading(cfg, warn) if preload else None
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
+    results = {}
+    try:
+        with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload else nullcontext(), \
+                ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force):
+                       (intake.assignment, intake.student) for intake in intakes}
+            for done, future in enumerate(as_completed(futures), 1):
+                key = futures[future]
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # a toolchain error, not the student's: the caller stops on it
+                    outcome = Outcome(*key, Status.ERROR, f"{type(exc).__name__}: {exc}")
+                results[key] = outcome
+                progress(done, len(pairs), outcome)
+    finally:  # nbgrader's converters chdir to the course root, from several threads
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [results[p] for p in pairs]

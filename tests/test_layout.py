@@ -1,0 +1,125 @@
+"""The package's layout is the path of a submission: imports only go down it, and nothing imports in a circle.
+
+Read from the source with `ast` (every import, also inside functions). The stages of `attncourse.grading`, in
+the order a submission passes through them, are listed in `grading/__init__.py`.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "attncourse"
+# Rank of each part of attncourse.grading: a module may import only modules of its own rank or lower.
+RANKS = {"shared": 0, "release": 1, "intake": 2, "isolation": 3, "protocol": 4, "run": 5, "publish": 6,
+         "commands": 7, "authoring": 8}
+SHARED = {"model", "cells", "syntax", "course", "records", "files", "logs"}
+
+
+def module_files() -> dict:
+    """{dotted module name: path} of every module of attncourse."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known) -> set:
+    """The attncourse modules that module `name` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict:
+    known = module_files()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def rank(module: str) -> int | None:
+    """The stage rank of a grading module; None outside attncourse.grading. cli is above everything, the other
+    top-level modules (plotting, slides, ...) below grading."""
+    parts = module.split(".")
+    if parts[:2] != ["attncourse", "grading"]:
+        return 99 if module == "attncourse.cli" else -1
+    if len(parts) == 2 or parts[2] in SHARED:
+        return RANKS["shared"]
+    return RANKS[parts[2]]
+
+
+def upward_imports(edges: dict) -> list:
+    return [f"{a} imports {b}" for a, targets in edges.items() for b in targets if rank(b) > rank(a)]
+
+
+def cycles(edges: dict) -> list:
+    """Each import circle once, as a list of modules."""
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_the_graph_is_read():
+    edges = graph()
+    assert "attncourse.grading.run.autograde" in edges
+    assert "attncourse.grading.protocol.remote" in edges["attncourse.grading.run.execution"]
+    assert "attncourse.grading.syntax" in edges["attncourse.grading.protocol.trusted"]  # `from .. import syntax`
+
+
+def test_every_grading_module_belongs_to_a_stage():
+    for module in graph():
+        if module.startswith("attncourse.grading."):
+            assert rank(module) in RANKS.values(), module
+
+
+def test_imports_only_go_down_the_path():
+    assert upward_imports(graph()) == []
+
+
+def test_no_import_circle():
+    assert cycles(graph()) == []
+
+
+@pytest.mark.parametrize("edge", [("attncourse.grading.intake.staging", "attncourse.grading.run.autograde"),
+                                  ("attncourse.grading.cells", "attncourse.grading.commands"),
+                                  ("attncourse.slides", "attncourse.grading.run.execution")])
+def test_the_checks_can_fail(edge):
+    edges = graph()
+    edges[edge[0]] = edges[edge[0]] | {edge[1]}
+    assert upward_imports(edges) == [f"{edge[0]} imports {edge[1]}"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_each_stage_says_what_comes_in_and_goes_out():
+    for stage in RANKS:
+        init = PACKAGE / "grading" / stage / "__init__.py"
+        if stage not in ("shared", "commands"):
+            doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+            assert " in," in doc and "out," in doc, f"{init}: the docstring should say what comes in and goes out"
