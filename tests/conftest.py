@@ -1,4 +1,9 @@
-"""Shared fixtures: a scratch copy of the course, and the catalog graded once per session."""
+"""Shared fixtures: a scratch copy of the course, each unit's catalog graded once, the decks executed once.
+
+Markers: `slow` (end to end: minutes), `needs_root` (the bubblewrap sandbox: Linux, root, bubblewrap) and
+`needs_browser` (Chromium). Where root or Chromium is missing those tests are skipped with the reason; CI sets
+ATTN_COURSE_NO_SKIPS=1 and then a run that skipped anything fails.
+"""
 import os
 from pathlib import Path
 
@@ -6,15 +11,46 @@ import nbformat
 import pytest
 
 from attncourse.grading.authoring.variants import catalog_cases, load_catalog, source_notebook
-from attncourse.grading.cells import has_hidden_tests, test_cell_ids
+from attncourse.grading.cells import grade_id, has_hidden_tests, test_cell_ids
 from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.release import student_version as release
 from attncourse.grading.run import autograde
 
 ROOT = Path(__file__).resolve().parent.parent
+UNITS = assignments(ROOT)
 
 os.environ.setdefault("ATTN_COURSE_DEVICE", "cpu")  # CI has no GPU; on a GPU machine unset it to test CUDA
 use_this_environment()
+
+
+def _missing(marker):
+    if marker == "needs_root":
+        from attncourse.grading.isolation.sandbox import Sandbox
+        problem = Sandbox().problem()
+        return f"no grading sandbox here: {problem}" if problem else ""
+    if marker == "needs_browser":
+        from attncourse.browser import find_chromium
+        return "" if find_chromium() else "Chromium is not installed (scripts/setup.sh installs it as root)"
+    return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons = {}
+    for item in items:
+        for marker in ("needs_root", "needs_browser"):
+            if item.get_closest_marker(marker):
+                if marker not in reasons:
+                    reasons[marker] = _missing(marker)
+                if reasons[marker]:
+                    item.add_marker(pytest.mark.skip(reason=reasons[marker]))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if os.environ.get("ATTN_COURSE_NO_SKIPS") and skipped and exitstatus == 0:
+        print(f"\nATTN_COURSE_NO_SKIPS: {skipped} tests were skipped; CI must run every test")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def copy_course(dest):
@@ -27,38 +63,43 @@ def copy_course(dest):
 
 @pytest.fixture(scope="session")
 def assignment_ids():
-    return assignments(ROOT)
+    return UNITS
 
 
 @pytest.fixture(scope="session")
-def catalog_grades(tmp_path_factory, assignment_ids):
-    """Autograde, through the course's grading path (sandboxed where possible), one submission per case of
-    every catalog: the reference answer, the lecturer's code, the other correct answers and each buggy
-    variant. Returns {assignment: {"cases": {student: Outcome}, "variants": [...], "tests": [...],
-    "hidden": [...], "correct": [...]}}."""
+def catalog_course(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("catalog_course"))
-    cfg = nbgrader_config(root)
-    release.release_all(cfg, root, assignment_ids)
-    submitted = root / "submitted"
-    result, pairs = {}, []
-    for aid in assignment_ids:
-        catalog = load_catalog(root, aid)
-        src = source_notebook(root, aid, catalog)
-        cases = catalog_cases(root, aid)
+    release.release_all(nbgrader_config(root), root, UNITS)
+    return root
+
+
+_GRADED = {}
+
+
+@pytest.fixture
+def catalog_grades(catalog_course, unit):
+    """One unit's catalog graded through the course's grading path (sandboxed where possible), once per
+    session: the reference answer, the lecturer's code, the other correct answers and each buggy variant.
+    Returns {"cases": {student: Outcome}, "variants": [...], "tests": [...], "hidden": [...], "correct": [...]}."""
+    if unit not in _GRADED:
+        root, submitted = catalog_course, catalog_course / "submitted" / unit
+        catalog = load_catalog(root, unit)
+        src = source_notebook(root, unit, catalog)
+        cases = catalog_cases(root, unit)
+        pairs = []
         for student, (nb, _) in cases.items():
-            folder = submitted / student / aid
+            folder = submitted / student / unit
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
-            pairs.append((aid, student))
-        hidden = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if has_hidden_tests(c)]
-        variants = [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases]
-        result[aid] = {"variants": variants, "tests": test_cell_ids(src), "hidden": hidden, "cases": {},
-                       "correct": [k for k, (_, lost) in cases.items() if not lost and not k.startswith("bug_")]}
-    outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=os.cpu_count() or 2,
-                                     warn=lambda line: None)
-    for o in outcomes:
-        result[o.assignment]["cases"][o.student] = o
-    return result
+            pairs.append((unit, student))
+        outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=os.cpu_count() or 2,
+                                         warn=lambda line: None)
+        _GRADED[unit] = {
+            "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
+            "hidden": [grade_id(c) for c in src.cells if has_hidden_tests(c)],
+            "correct": [k for k, (_, lost) in cases.items() if not lost and not k.startswith("bug_")],
+            "cases": {o.student: o for o in outcomes}}
+    return _GRADED[unit]
 
 
 def lost_points(outcome, tests):

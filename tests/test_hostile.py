@@ -19,7 +19,7 @@ from nbgrader.api import Gradebook
 from attncourse.grading.release import student_version as release
 from conftest import ROOT, copy_course
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 TEST_CONFIG = """
 # hostile-class test: short limits, and no grading without a sandbox
@@ -181,24 +181,28 @@ def test_nothing_keeps_running_after_the_grader(graded):
 
 
 def test_a_killed_grader_leaves_no_grade_that_looks_finished(tmp_path):
-    """Kill `course build` while it grades; the next run grades every honest student, none is 'kept' at 0."""
+    """Kill `course grade` while it grades; the next run grades what was left, and no honest student is 'kept'
+    at a grade that was never finished."""
     root = copy_course(tmp_path / "course")
     (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + TEST_CONFIG)
     hostile = load_hostile()
     hostile.CASES = [c for c in hostile.CASES if c["id"].startswith("c")]
     students = hostile.write_class(root, root / "class")
+    assert len(students) >= 6
     assert course(root, "release", "a1_scoring", "a2_multihead").returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "grade", "--class", str(root / "class")],
                             cwd=root, stdout=subprocess.PIPE, text=True, start_new_session=True)
     for line in proc.stdout:
-        if re.match(r"\[[23]/", line):
+        if re.match(r"\[2/", line):
             break
+    assert proc.poll() is None, "the grader finished before it could be killed"
     proc.kill()
     proc.wait()
     time.sleep(2)
     assert sandbox_processes() == [], "a kernel outlived the killed grader"
     run = course(root, "grade")
     assert run.returncode == 0 and course(root, "report").returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert re.search(r"\] \S+\s+\S+\s+✔", run.stdout), "the second run should grade what the first left unfinished"
     with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(students)
@@ -207,7 +211,8 @@ def test_a_killed_grader_leaves_no_grade_that_looks_finished(tmp_path):
 
 
 def test_a_locked_gradebook_is_waited_for(tmp_path):
-    """Someone else holds the gradebook's write lock for a while: grading waits and completes."""
+    """Someone else holds the gradebook's write lock for longer than grading one student takes: grading waits
+    for it (it is still running when the lock is let go) and then completes."""
     import sqlite3
     root = copy_course(tmp_path / "course")
     (root / "nbgrader_config.py").write_text((root / "nbgrader_config.py").read_text() + TEST_CONFIG)
@@ -215,13 +220,20 @@ def test_a_locked_gradebook_is_waited_for(tmp_path):
     hostile.CASES = [c for c in hostile.CASES if c["id"] in ("c01_honest", "c05_honest_lecturer")]
     hostile.write_class(root, root / "class")
     assert grade_class(root, root / "class").returncode == 0
+    start = time.time()
+    unlocked = course(root, "grade", "--student", "c01_honest")
+    alone = time.time() - start
+    assert unlocked.returncode == 0
+    hold = alone + 15
     holder = sqlite3.connect(root / "gradebook.db", timeout=30)
     holder.execute("BEGIN EXCLUSIVE")
     proc = subprocess.Popen([sys.executable, "-m", "attncourse.cli", "grade", "--student", "c01_honest"],
                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)
+    time.sleep(hold)
+    still_waiting = proc.poll() is None
     holder.rollback()
     holder.close()
     out, err = proc.communicate(timeout=600)
+    assert still_waiting, f"grading one student takes {alone:.0f} s, yet it had ended after {hold:.0f} s with the lock held"
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert re.search(r"a1_scoring\s+c01_honest\s+✔ 20/", out), out[-2000:]

@@ -45,11 +45,26 @@ INTERNALS = [
     ("jupyter_client.manager:KernelManager._async_launch_kernel",
      "grading/isolation/preload.py returns the connection info with the kernel's socket path", "MANAGER_LAUNCH"),
     ("ipykernel.kernelapp:IPKernelApp.initialize", "grading/isolation/preload.py starts a forked kernel with it", "KERNELAPP"),
+    ("nbgrader.converters.base:BaseConverter.init_single_notebook_resources",
+     "grading/run/autograde.py CourseAutograde adds the SubmissionResult to the resources it returns", "RESOURCES"),
+    ("jupyter_client.provisioning.factory:KernelProvisionerFactory.create_provisioner_instance",
+     "grading/isolation/preload.py registers its provisioner in `provisioners` and sets default_provisioner_name",
+     "FACTORY_CREATE"),
+    ("jupyter_client.provisioning.factory:KernelProvisionerFactory._check_availability",
+     "grading/isolation/preload.py: a name in `provisioners` is available without an installed entry point",
+     "FACTORY_AVAILABLE"),
+    ("jupyter_client.provisioning.factory:KernelProvisionerFactory._get_provisioner_config",
+     "grading/isolation/preload.py: kernels without a provisioner in their spec get default_provisioner_name",
+     "FACTORY_CONFIG"),
     ("nbgrader.preprocessors.getgrades:GetGrades._get_score",
      "grading/publish/feedback.py GetGradesAndWaits extends it and relies on self.gradebook and the submission ids",
      "GET_SCORE"),
 ]
 FINGERPRINTS = {
+    "RESOURCES": "fb0abcdb270601c6",
+    "FACTORY_CREATE": "8c83b9e92073e9e6",
+    "FACTORY_AVAILABLE": "3e43d00e7032801b",
+    "FACTORY_CONFIG": "dfeb755b98776ccc",
     "GET_SCORE": "5c26775a7cad81d9",
     "CONVERT": "d46973a12f2e4e75",
     "INIT_ASSIGNMENT": "a7c144dc746ec205",
@@ -93,3 +108,18 @@ def test_relied_on_internals_are_unchanged(path, relies, key):
     got = fingerprint(path)
     assert got == FINGERPRINTS[key], (
         f"{path} changed (fingerprint {got}): review {relies}; if it still holds, set FINGERPRINTS[{key!r}] = {got!r}")
+
+
+def test_autograde_runs_nbgraders_execute_step():
+    """grading/run/autograde.py replaces the `Execute` class in Autograde's default steps by CourseExecute."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    from attncourse.grading.course import nbgrader_config
+    from attncourse.grading.run.autograde import grading_config
+    from attncourse.grading.run.execution import CourseExecute
+    from conftest import ROOT
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"
+    replaced = grading_config(nbgrader_config(ROOT)).Autograde.autograde_preprocessors
+    assert replaced == [CourseExecute if step is Execute else step for step in steps]

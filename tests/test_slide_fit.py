@@ -14,7 +14,7 @@ from attncourse.browser import Browser, jupyterlab
 from attncourse.notebooks import decks
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
 DECKS = decks(ROOT)
 VIEWS = ["html", "rise"]

@@ -7,7 +7,7 @@ from attncourse import slides
 from attncourse.browser import Browser
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
 
 @pytest.fixture(scope="module")

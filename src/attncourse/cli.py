@@ -83,6 +83,14 @@ def cmd_bundle(args):
     print(f"  ✔ {path.relative_to(args.root)}：发给学生的作业包（学生版 notebook、图、attncourse 安装包、说明）")
 
 
+def cmd_new_unit(args):
+    from .grading.authoring import new_unit
+    for path in new_unit.create(args.root, args.unit, args.title, args.notebook, args.deck):
+        print(f"  ✔ {path.relative_to(args.root)}")
+    print("\n下一步：写讲义与题目；在目录中填 LECTURER、讲义代码与至少 8 个常见错误；"
+          f"python -m attncourse.grading.authoring.quickcheck {args.unit}；course release {args.unit}（见 AUTHORING.md）")
+
+
 def parser():
     p = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具（nbgrader 的步骤名）")
     p.add_argument("--root", type=Path, default=None, help="课程根目录（默认：从当前目录向上查找 course.toml）")
@@ -125,6 +133,12 @@ def parser():
     c = sub.add_parser("export", help="导出 LMS 可导入的成绩 CSV（学号、姓名、各作业、总分、说明）")
     c.add_argument("--to", type=Path, default=Path("build/grades_lms.csv"), help="输出文件（默认 build/grades_lms.csv）")
     c.set_defaults(func=cmd_export)
+    c = sub.add_parser("new-unit", help="新单元的骨架：源 notebook（nbgrader 元数据、可见/隐藏测试的写法）、错误目录、讲义")
+    c.add_argument("unit", help="作业编号，如 a4_window")
+    c.add_argument("--title", required=True, help="单元标题，如 窗口注意力")
+    c.add_argument("--notebook", default=None, help="作业 notebook 名（默认：编号下划线后的部分）")
+    c.add_argument("--deck", default=None, help="讲义文件名（默认：下一个编号 + notebook 名）")
+    c.set_defaults(func=cmd_new_unit)
     c = sub.add_parser("bundle", help="发给学生的作业包 build/student/<作业>.zip")
     c.add_argument("assignment")
     c.set_defaults(func=cmd_bundle)

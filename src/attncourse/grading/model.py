@@ -50,3 +50,6 @@ class SubmissionResult:
     """What running one submission leaves for its Outcome, filled in by the execute step as it runs."""
     failure: str = ""  # why the submission cannot be graded ('' while it can)
     flags: list = field(default_factory=list)  # review flags found in the student's code
+
+    def __deepcopy__(self, memo):
+        return self  # a handle: nbconvert deep-copies the resources it carries, this must stay the one object

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..cells import SOLUTION_MARKER_LINE, cells_by_id, is_answer_cell
+from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
 
 
 def load_catalog(root, assignment):
@@ -102,3 +102,53 @@ def deck_definitions(catalog_file, deck, names):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
                 found[names[node.name]] = ast.get_source_segment(source, node)
     return found
+
+
+MIN_VARIANTS = 8  # a unit's catalog holds at least this many realistic mistakes
+
+
+def catalog_problems(catalog, source_nb) -> list[str]:
+    """What is wrong with a catalog's shape, read without a kernel: each problem as a sentence ([] if none).
+
+    Ids are unique; `LECTURER`, the deck's code and every variant name real answer cells; `caught_by` names
+    real test cells; every edit applies exactly once; every hidden test has a variant that only it catches."""
+    cells = cells_by_id(source_nb)
+    answers = {gid for gid, c in cells.items() if is_answer_cell(c) and c.cell_type == "code"}
+    tests = set(test_cell_ids(source_nb))
+    hidden = {gid for gid, c in cells.items() if has_hidden_tests(c)}
+    problems = []
+    lecturer = getattr(catalog, "LECTURER", None)
+    if not lecturer:
+        problems.append("LECTURER is missing or empty: the lecturer's own code must earn full marks")
+    if "deck" not in getattr(catalog, "ALSO_CORRECT", {}):
+        problems.append('ALSO_CORRECT["deck"] is missing: read the code the deck teaches with deck_definitions')
+    correct = {"LECTURER": lecturer or {}, **{f"ALSO_CORRECT[{k!r}]": v for k, v in
+                                              getattr(catalog, "ALSO_CORRECT", {}).items()}}
+    for name, code in correct.items():
+        problems += [f"{name} replaces {gid!r}, which is not an answer cell" for gid in code if gid not in answers]
+    variants = getattr(catalog, "VARIANTS", [])
+    if len(variants) < MIN_VARIANTS:
+        problems.append(f"only {len(variants)} variants: a catalog holds at least {MIN_VARIANTS} realistic mistakes")
+    seen = set()
+    for v in variants:
+        vid = v.get("id")
+        if not vid or vid in seen:
+            problems.append(f"variant id {vid!r} is missing or used twice")
+        seen.add(vid)
+        for key in ("mistake", "caught_by"):
+            if key not in v:
+                problems.append(f"{vid}: no {key!r}")
+        problems += [f"{vid}: caught_by names {c!r}, which is not a test cell" for c in v.get("caught_by", ())
+                     if c not in tests]
+        changed = set(v.get("cells", {})) | set(v.get("edits", {}))
+        if not changed:
+            problems.append(f"{vid}: changes nothing (give 'cells' or 'edits')")
+        problems += [f"{vid}: changes {gid!r}, which is not an answer cell" for gid in changed if gid not in answers]
+        if not changed - answers:
+            try:
+                with_code(source_nb, v.get("cells"), v.get("edits"))
+            except ValueError as exc:
+                problems.append(f"{vid}: {exc}")
+    alone = {next(iter(v["caught_by"])) for v in variants if len(v.get("caught_by", ())) == 1}
+    problems += [f"hidden test {gid!r} has no variant that only it catches" for gid in sorted(hidden - alone)]
+    return problems

@@ -1,0 +1,122 @@
+"""The grader's side of a test cell and the data on the wire, in seconds: a fake `send` serves the kernel's side
+(`probe`) in this process, over the same JSON the real kernel sends."""
+import base64
+import json
+
+import nbformat
+import pytest
+import torch
+
+from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
+from attncourse.grading.protocol import probe, trusted, wire
+from attncourse.grading.protocol.remote import Remote, Session
+from attncourse.grading.run import shortcuts
+from attncourse.grading.syntax import only_imports
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])
+def test_tensors_cross_the_wire_exactly(dtype):
+    t = (torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)) * 3).to(dtype)
+    payload = wire.tensor_payload(t)
+    back = wire.tensor_from_payload(json.loads(json.dumps(payload)))
+    assert type(back) is torch.Tensor and back.dtype == dtype and torch.equal(back, t)
+    assert wire.tensor_from_payload(wire.tensor_payload(torch.empty(0, 3))).shape == (0, 3)
+
+
+@pytest.mark.parametrize("bad", [
+    {"$tensor": {"dtype": "object", "shape": [1], "data": ""}},
+    {"$tensor": {"dtype": "float32", "shape": [2], "data": base64.b64encode(b"\0" * 4).decode()}},
+    {"$tensor": {"dtype": "float32", "shape": [-1], "data": ""}},
+    {"$tensor": {"dtype": "float32", "shape": [1 << 20, 1 << 20], "data": ""}},
+    {"$pickle": "gASVAAAAAAAAAAAu"},
+    {"$ref": "not a dict"},
+    {"a": 1, "b": 2},
+    [[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]],
+])
+def test_malformed_kernel_data_is_refused(bad):
+    with pytest.raises(wire.WireError):
+        wire.decode_from_kernel(bad, lambda info: None)
+
+
+def test_a_proxy_cannot_claim_to_be_an_arbitrary_class():
+    session = Session(send=None)
+    fake = Remote(session, {"id": 1, "type": "os:_wrap_close", "mro": ["os:_wrap_close", "builtins:object"]})
+    linear = Remote(session, {"id": 2, "type": "torch.nn.modules.linear:Linear",
+                              "mro": ["torch.nn.modules.linear:Linear", "torch.nn.modules.module:Module"]})
+    mine = Remote(session, {"id": 3, "type": "__main__:AdditiveAttention",
+                            "mro": ["__main__:AdditiveAttention", "torch.nn.modules.module:Module"]})
+    assert isinstance(linear, torch.nn.Linear) and isinstance(mine, torch.nn.Module)
+    assert not isinstance(mine, torch.nn.Linear)
+    assert fake.__class__.__bases__ == (object,) and fake.__class__.__module__ == "attncourse.grading.protocol.remote"
+    with pytest.raises(TypeError):
+        linear.weight = 1
+
+
+def test_free_names_are_what_a_test_cell_reads_from_the_student():
+    source = "import copy\ndef _ref(X):\n    return F.softmax(X, -1)\nout = masked_softmax(X0, None)\n" \
+             "for i in range(3):\n    m = AdditiveAttention(i)\ntry:\n    var_scaled\nexcept NameError as e:\n    pass"
+    assert trusted.free_names(source) == {"F", "masked_softmax", "X0", "AdditiveAttention", "var_scaled"}
+
+
+# --- a whole test cell, against a kernel served in this process ------------------------------------------------
+
+class FakeKernel:
+    """The kernel's side of the protocol, in this process: `send` is what `remote.kernel_request` does, minus
+    Jupyter's messages (the request and the reply still travel as the same JSON text)."""
+
+    def __init__(self, monkeypatch, namespace):
+        self.namespace = namespace
+        monkeypatch.setattr(probe, "_user_ns", lambda: self.namespace)
+
+    def send(self, request):
+        reply = probe.serve(base64.b64encode(wire.dumps(request).encode()).decode())
+        return json.loads(reply._repr_mimebundle_()[probe.MIME])
+
+
+def _unit(name):
+    nb = nbformat.read(next((ROOT / "source" / name).glob("*.ipynb")), as_version=4)
+    imports = [c.source for c in nb.cells if c.cell_type == "code" and not is_answer_cell(c) and not is_test_cell(c)
+               and only_imports(c.source)]
+    return nb, imports
+
+
+def _grade(monkeypatch, nb, imports, replace=None):
+    """{test grade_id: Verdict} of the source's answers (with `replace`d cells) run as the student's code."""
+    student = {"__builtins__": __builtins__}
+    for source in imports:
+        exec(source, student)
+    cells = []
+    for cell in nb.cells:
+        if is_answer_cell(cell) and cell.cell_type == "code":
+            source = (replace or {}).get(grade_id(cell), cell.source)
+            exec(compile(source, grade_id(cell), "exec"), student)
+            cells.append((grade_id(cell), source))
+    kernel = FakeKernel(monkeypatch, student)
+    session = Session(kernel.send, cells, imports, shortcuts=shortcuts.forbidden_uses)
+    namespace = trusted.base_namespace(imports)
+    return {grade_id(c): trusted.run_test_cell(c.source, grade_id(c), namespace, session)
+            for c in nb.cells if is_test_cell(c) and grade_id(c).startswith("test_masked_softmax")}
+
+
+def test_the_reference_passes_and_a_mistake_fails_through_the_protocol(monkeypatch):
+    nb, imports = _unit("a1_scoring")
+    verdicts = _grade(monkeypatch, nb, imports)
+    assert verdicts and all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
+    wrong = _grade(monkeypatch, nb, imports, {"masked_softmax": "def masked_softmax(X, valid_lens):\n"
+                                                                "    return torch.softmax(X, dim=-1)\n"})
+    assert verdicts.keys() == wrong.keys() and not any(v.passed for v in wrong.values())
+
+
+def test_a_forbidden_shortcut_fails_its_question(monkeypatch):
+    nb, imports = _unit("a1_scoring")
+    verdicts = _grade(monkeypatch, nb, imports, {"masked_softmax": "masked_softmax = d2l.masked_softmax\n"})
+    assert verdicts and all(not v.passed and "d2l.masked_softmax" in v.message for v in verdicts.values())
+
+
+def test_what_the_kernel_sends_is_data_or_a_proxy(monkeypatch):
+    kernel = FakeKernel(monkeypatch, {"x": torch.arange(3), "f": lambda a: a * 2, "n": 3})
+    session = Session(kernel.send)
+    found = session.resolve({"x", "f", "n", "missing"})
+    assert set(found) == {"x", "f", "n"} and type(found["x"]) is torch.Tensor and found["n"] == 3
+    assert type(found["f"]) is Remote and torch.equal(found["f"](torch.ones(2)), torch.full((2,), 2.0))
