@@ -64,11 +64,16 @@ def in_kernel(definition):
 
 
 def forbid(solution_cell, *names, reason=""):
-    """Fail this test when the answer in `solution_cell` (or code it calls) uses one of `names`.
+    """Fail this test when the student's code calls one of `names` while the test exercises it.
 
-    `names` are dotted names as the exercise text writes them (`"d2l.masked_softmax"`,
-    `"F.scaled_dot_product_attention"`) or keyword arguments (`"enable_gqa="`). The grader reads the
-    submitted code itself; in the student's own kernel this check does nothing.
+    `solution_cell` names the answer the rule is about: a forbidden call found by any test about it fails every
+    test about it (the whole question loses its points). `names` are dotted names as the
+    exercise text writes them with the notebook's imports (`"d2l.masked_softmax"`,
+    `"F.scaled_dot_product_attention"`, `"nn.MultiheadAttention"`) or keyword arguments (`"enable_gqa="`). The
+    grader watches what runs in the kernel from this call to the end of the cell: a call by any name, alias or
+    path counts, a call made by the grader's own reference code does not, and the student's self-checks outside
+    the answer (run when their cell runs, not during the test) never count. In the student's own kernel this
+    check does nothing.
     """
     session = SESSION.get()
     if session is not None:

@@ -7,15 +7,19 @@ from the reply and decides every verdict itself.
 import base64
 import builtins
 import copy
+import importlib
 import itertools
 import json
 import os
 import random
 import sys
+import sysconfig
+import threading
 import traceback
 import types
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from . import wire
 
@@ -112,7 +116,7 @@ def op_deepcopy(ref):
 def _define(source, name):
     namespace = dict(_user_ns())
     namespace["__builtins__"] = builtins
-    exec(compile(source, f"<grader: {name}>", "exec"), namespace)  # noqa: S102 - the grader's own code
+    exec(compile(source, f"{GRADER_FILE}{name}>", "exec"), namespace)  # noqa: S102 - the grader's own code
     return namespace[name]
 
 
@@ -148,8 +152,125 @@ def op_seed(seed):
 
 
 def op_release():
+    global _watch
     _objects.clear()
     _ids.clear()
+    _watch = None
+
+
+# --- forbidden shortcuts, judged by what runs ------------------------------------------------------------------
+# While a test cell forbids functions, every request runs watched: a Python profile hook sees each call of a
+# forbidden Python function or method (by its code object, whatever name or path reached it), and a torch
+# function mode sees each torch function with its keyword arguments (aliases, `torch.ops` overloads and the
+# fused kernels behind a function included). A call counts when the nearest caller that is neither a library
+# nor the grader's own code (references swapped in, helpers) is the student's.
+
+GRADER_FILE = "<grader: "  # the file name of everything the grader defines in the kernel (see `_define`)
+KERNEL_FAMILIES = {"scaled_dot_product_attention": "scaled_dot_product"}  # the aten kernels behind a function
+_LIBRARIES = tuple(sorted({sys.prefix, sys.base_prefix, sysconfig.get_paths()["stdlib"],
+                           os.path.dirname(os.path.dirname(os.path.dirname(__file__)))}))
+_watch = None
+
+
+def _resolve(path):
+    """The object a dotted path names, importing the longest module prefix (`torch.nn.MultiheadAttention`)."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(path)
+
+
+def _codes(obj):
+    """The code objects of a Python function, or of every function a class defines itself."""
+    found = []
+    for value in (vars(obj).values() if isinstance(obj, type) else [obj]):
+        value = getattr(value, "__func__", value)
+        while hasattr(value, "__wrapped__"):
+            found.append(getattr(value, "__code__", None))
+            value = value.__wrapped__
+        found.append(getattr(value, "__code__", None))
+    return [c for c in found if c is not None]
+
+
+def _student_frame(frame):
+    """The nearest frame, from `frame` outwards, that is the student's; None if the grader's code comes first."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(GRADER_FILE):
+            return None
+        if not (name.startswith(_LIBRARIES) or name.startswith("<frozen")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+class _Watch(TorchFunctionMode):
+    def __init__(self, functions, keywords):
+        super().__init__()
+        self.codes, self.callables, self.families = {}, {}, {}
+        for label, path in functions.items():
+            obj = _resolve(path)
+            for code in _codes(obj):
+                self.codes[code] = label
+            if not _codes(obj):
+                self.callables[id(obj)] = label
+                family = KERNEL_FAMILIES.get(getattr(obj, "__name__", ""))
+                if family:
+                    self.families[family] = label
+        self.keywords = dict(keywords)  # keyword -> label
+        self.used = {}  # label -> [function, line] of the student's call
+
+    def _record(self, label, frame):
+        student = _student_frame(frame)
+        if student is not None and label not in self.used:
+            self.used[label] = [student.f_code.co_name, student.f_lineno]
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code in self.codes:
+            self._record(self.codes[frame.f_code], frame.f_back)
+        elif event == "c_call" and id(arg) in self.callables:
+            self._record(self.callables[id(arg)], frame)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(getattr(func, "__name__", "")) or str(func)
+        label = self.callables.get(id(func)) or next(
+            (lab for family, lab in self.families.items() if family in name), None)
+        if label:
+            self._record(label, sys._getframe(1))
+        for key, label in self.keywords.items():
+            if kwargs.get(key):
+                self._record(label, sys._getframe(1))
+        return func(*args, **kwargs)
+
+    def run(self, call):
+        previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        threading.setprofile(self._profile)
+        try:
+            with self:
+                return call()
+        finally:
+            sys.setprofile(previous)
+            threading.setprofile(None)
+
+
+def op_forbid(functions, keywords):
+    """From now until the cell ends, watch for the student's calls of `functions` ({label: dotted path}) and of
+    torch functions with a truthy keyword of `keywords` ({keyword: label})."""
+    global _watch
+    _watch = _Watch(functions, keywords)
+
+
+def op_forbidden():
+    """{label: [function, line]} of the forbidden calls the student's code made since `forbid`."""
+    return encode(dict(_watch.used) if _watch is not None else {})
 
 
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
@@ -159,7 +280,10 @@ def serve(request):
     """Run one request (base64 JSON: {"op": ..., "args": {...}}); the reply is {"ok": ...} or {"error": ...}."""
     try:
         message = json.loads(base64.b64decode(request))
-        return Reply({"ok": OPS[message["op"]](**message["args"])})
+        op = OPS[message["op"]]
+        watch = _watch
+        value = watch.run(lambda: op(**message["args"])) if watch is not None else op(**message["args"])
+        return Reply({"ok": value})
     except BaseException as exc:  # the student's code may raise anything, KeyboardInterrupt included
         try:
             evalue = str(exc)[:2000]

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import sys
+import zlib
 from queue import Empty
 
 from .. import syntax
@@ -70,12 +71,14 @@ class Remote:
 class Session:
     """One notebook's connection to its kernel, used by the test cells while they run."""
 
-    def __init__(self, send, student_cells=(), imports=(), shortcuts=None):
+    def __init__(self, send, imports=()):
         self._send = send  # dict request -> dict reply (see kernel_request)
-        self.student_cells = list(student_cells)  # [(grade_id or None, source)] of the student's code
-        self.imports = list(imports)  # sources of the notebook's given import cells
-        self._shortcuts = shortcuts  # (cells, solution cell, names, imports, judged_alone) -> names used
+        self.aliases = syntax.module_aliases([t for t in map(syntax.python_source, imports) if t])
         self.cell_source = ""
+        self.cell = None  # grade_id of the running test cell
+        self.forbidden = None  # (answer, names as the test wrote them, reason) while the running cell forbids some
+        self.answer_of = {}  # test grade_id -> the answer (solution grade_id) its forbid() is about
+        self.forbidden_answers = {}  # answer -> message, once a test found a forbidden call for it
         self._classes = {}
 
     # --- requests -----------------------------------------------------------------------------------------
@@ -129,19 +132,46 @@ class Session:
     def swap_out(self, names):
         self.request("swap_out", names=list(names))
 
-    def forbid(self, solution_cell, names, reason):
-        swapped = {k.arg for node in ast.walk(syntax.parse(self.cell_source)) if isinstance(node, ast.Call)
-                   and getattr(node.func, "id", None) == "using" for k in node.keywords}
-        used = self._shortcuts(self.student_cells, solution_cell, names, self.imports, judged_alone=swapped)
-        if used:
-            raise AssertionError(f"本题不允许用 {'、'.join(used)} 作答{('：' + reason) if reason else ''}")
+    def forbid(self, answer, names, reason):
+        """Watch, for the rest of the test cell, for the student's calls of `names`: dotted names as the test
+        writes them with the notebook's imports (`F.scaled_dot_product_attention`), or keywords (`enable_gqa=`).
+        A call found by any test about `answer` fails every test about it (`forbidden_answers`)."""
+        functions, keywords = {}, {}
+        for name in names:
+            if name.endswith("="):
+                keywords[name[:-1]] = name[:-1]
+            else:
+                root, _, rest = name.partition(".")
+                functions[name] = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
+        self.request("forbid", functions=functions, keywords=keywords)
+        self.forbidden = (answer, list(names), reason)
+        self.answer_of[self.cell] = answer
 
-    def start_cell(self, seed):
-        """Seed the kernel's random generators, so that the student's modules start from the same weights."""
-        self.request("seed", seed=seed)
+    def forbidden_message(self):
+        """The verdict's message when the student's code called a forbidden function in this cell, else ''."""
+        if self.forbidden is None:
+            return ""
+        answer, names, reason = self.forbidden
+        used = self.request("forbidden")
+        if type(used) is not dict:
+            raise wire.WireError("内核的回复格式无法识别")
+        found = [name.rstrip("=") for name in names if name.rstrip("=") in used or name in used]
+        if found and answer not in self.forbidden_answers:
+            where = used.get(found[0]) or used.get(found[0] + "=")
+            place = (f"（在 {str(where[0])[:80]} 中，第 {where[1]} 行）" if isinstance(where, list) and len(where) == 2
+                     and type(where[1]) is int else "")
+            self.forbidden_answers[answer] = f"本题不允许用 {'、'.join(found)} 作答{place}{('：' + reason) if reason else ''}"
+        return self.forbidden_answers.get(answer, "")
+
+    def start_cell(self, grade_id):
+        """Seed the kernel's random generators from the cell's id, so that the student's modules start from the
+        same weights in every run."""
+        self.cell = grade_id
+        self.request("seed", seed=zlib.crc32(grade_id.encode()))
 
     def end_cell(self):
-        """Forget the proxies of this cell (the kernel drops its references)."""
+        """Forget the proxies and the forbidden names of this cell (the kernel drops its references)."""
+        self.forbidden = None
         self.request("release")
 
     def _source_of(self, definition):

@@ -7,11 +7,11 @@ cell ran to the end, or it raised. Nothing the kernel sends is executed, and the
 """
 import ast
 import builtins
-import zlib
 
 from ... import checks
 from .. import syntax
 from . import wire
+from .probe import GRADER_FILE
 from .remote import KernelLost, KernelTimeout, StudentError
 
 BUILTINS = set(dir(builtins))
@@ -63,15 +63,18 @@ def run_test_cell(source, grade_id, namespace, session):
     session.cell_source = source
     token = checks.SESSION.set(session)
     try:
-        session.start_cell(zlib.crc32(grade_id.encode()))
+        session.start_cell(grade_id)
         names = free_names(source) - set(namespace)
         cell_ns = {**namespace, **(session.resolve(names) if names else {})}
-        exec(compile(source, f"<{grade_id}>", "exec"), cell_ns)  # noqa: S102 - the instructor's test cell
-        return Verdict(True)
-    except AssertionError as exc:
-        return Verdict(False, str(exc).strip() or "结果与预期不符")
-    except StudentError as exc:
-        return Verdict(False, describe_student_error(exc))
+        try:
+            exec(compile(source, f"{GRADER_FILE}{grade_id}>", "exec"), cell_ns)  # noqa: S102 - the instructor's test cell
+            verdict = Verdict(True)
+        except AssertionError as exc:
+            verdict = Verdict(False, str(exc).strip() or "结果与预期不符")
+        except StudentError as exc:
+            verdict = Verdict(False, describe_student_error(exc))
+        forbidden = session.forbidden_message()  # a forbidden call fails the cell, whatever else happened
+        return Verdict(False, forbidden) if forbidden else verdict
     except KernelTimeout:
         return Verdict(False, "运行超时：代码可能陷入了死循环或过慢")
     except wire.WireError as exc:
