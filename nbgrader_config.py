@@ -48,7 +48,10 @@ c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.publish.
 # timestamp nbgrader can parse are optional (without one, the time stored in the zip is used).
 # Default: 2023123456_张三_scoring.ipynb, also 2023123456_张三_scoring (1).ipynb for a second copy.
 c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[A-Za-z0-9]+)_(?P<full_name>[^_]+)_(?P<file_id>.+\.ipynb)$"
+# The LMS's clock: times in file names and in the zip that carry no zone are read in this zone (all times are
+# compared in UTC). Empty: the grading machine's own zone.
+c.LMSFileNames.timezone = "Asia/Shanghai"
 
 # `course export` and `nbgrader export`: one row per student for the LMS (学号, 姓名, each assignment, 总分, 说明).
 c.ExportApp.plugin_class = "attncourse.grading.publish.export.LMSExport"
-c.ZipCollectApp.collector_plugin = "attncourse.grading.intake.collect.LMSFileNames"  # the same pattern, on file names
+c.ZipCollectApp.collector_plugin = "attncourse.grading.intake.lms.LMSFileNames"  # the same pattern, on file names

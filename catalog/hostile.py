@@ -9,7 +9,9 @@ and changes to the folder (`folder`).
 - `score`: the autograded points the tests award, "full" or a number (absent: not checked). A flagged
   submission earns them but they are held back until a person has reviewed it;
 - `lost`: the exact test cells that lose points (when given);
-- `flags`: words that must appear in the review column (`[]`: no flag at all);
+- `flags`: words that must appear in the review column (`[]`: no flag at all). Inside the sandbox, only what
+  could reach the grader's machinery or verdicts is held (see grading/run/flags.py); files, processes and
+  bombs are contained by the sandbox and hold nothing; what shows intent but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
 - `feedback`: "published" or "withheld".
 `tests/test_hostile.py` grades the class with `course grade --class` in a sandbox and checks every case,
@@ -200,10 +202,11 @@ CASES = [
     _case("h03_execution_result", "空白作业 + 把 ExecutionResult.success 改成永远为真",
           {**BLANK, "flags": ["IPython"]}, base="untouched", before={"masked_softmax": SUCCESS}),
     _case("h04_setattr_alias", "空白作业 + 通过别名 setattr 篡改 torch.allclose",
-          {**BLANK, "flags": ["setattr"]}, base="untouched", before={"masked_softmax": SETATTR_ALIAS}),
+          {**BLANK, "flags": [], "notes": ["改写了 torch.allclose"]}, base="untouched",
+          before={"masked_softmax": SETATTR_ALIAS}),
     _case("c05_honest_lecturer", "对照：讲师的代码", HONEST, base="lecturer"),
     _case("h06_vars_torch", "空白作业 + vars(torch)[...] 篡改比较函数",
-          {**BLANK, "flags": ["vars"]}, base="untouched", before={"masked_softmax": VARS}),
+          {**BLANK, "flags": [], "notes": ["vars"]}, base="untouched", before={"masked_softmax": VARS}),
     _case("h07_exec_base64", "空白作业 + exec 执行 base64 编码的篡改代码",
           {**BLANK, "flags": ["exec"]}, base="untouched", before={"masked_softmax": EXEC_B64}),
     _case("h08_helper_module", "空白作业 + 写到磁盘上的辅助模块篡改 torch",
@@ -211,10 +214,11 @@ CASES = [
     _case("c09_honest_logging", "对照：参考答案，带 logging.warning、warnings.warn 与 print",
           HONEST, before={"masked_softmax": LOGGING}),
     _case("h10_lying_tensor", "比较时永远相等的 Tensor 子类冒充 masked_softmax 的结果",
-          {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}, "flags": ["Tensor"]},
-          replace={"masked_softmax": LYING_TENSOR}),
+          {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}, "flags": [],
+           "notes": ["Tensor"]}, replace={"masked_softmax": LYING_TENSOR}),
     _case("h11_detect_grading", "检测 NBGRADER_EXECUTION，评分时才篡改",
-          {**BLANK, "flags": ["os"]}, base="untouched", before={"masked_softmax": DETECT}),
+          {**BLANK, "flags": [], "notes": ["NBGRADER_EXECUTION"]}, base="untouched",
+          before={"masked_softmax": DETECT}),
     _case("h12_custom_exc", "空白作业 + set_custom_exc 吞掉所有异常",
           {**BLANK, "flags": ["get_ipython"]}, base="untouched", before={"masked_softmax": CUSTOM_EXC}),
     _case("c13_honest_mentions", "对照：注释和字符串里提到 nbgrader validate、os.system，用 getattr 读 W_q",
@@ -222,22 +226,22 @@ CASES = [
     _case("h14_input_transformer", "空白作业 + 清空之后所有单元格的输入变换器",
           {**BLANK, "flags": ["get_ipython"]}, base="untouched", before={"masked_softmax": INPUT_TRANSFORMER}),
     _case("h15_solutions_from_source", "从 source/ 读取并执行讲师的参考答案",
-          {**BLANK, "flags": ["open", "exec"]}, base="untouched", before={"masked_softmax": SOLUTIONS_FROM_SOURCE}),
+          {**BLANK, "flags": ["exec"]}, base="untouched", before={"masked_softmax": SOLUTIONS_FROM_SOURCE}),
     _case("h16_gradebook", "改写 gradebook.db：自己的人工分改成满分、测试改成 pass、锁住数据库",
-          {**BLANK, "flags": ["sqlite3"]}, base="untouched", before={"masked_softmax": GRADEBOOK}),
+          {**BLANK, "flags": []}, base="untouched", before={"masked_softmax": GRADEBOOK}),
     _case("c17_honest", "对照：参考答案", HONEST),
     _case("h18_kill_everything", "杀死能看到的所有进程（预加载进程、其他学生的内核）",
-          {"status": "graded", "score": "full", "flags": ["os"]}, before={"masked_softmax": KILL_EVERYTHING}),
+          {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": KILL_EVERYTHING}),
     _case("h19_sabotage_files", "删除 autograded/、feedback/，改写同学的提交",
-          {"status": "graded", "score": "full", "flags": ["shutil"]}, before={"masked_softmax": SABOTAGE_FILES}),
+          {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": SABOTAGE_FILES}),
     _case("h20_detached_process", "启动脱离的进程，在评分结束后往 grades.csv 写伪造的成绩",
-          {"status": "graded", "score": "full", "flags": ["subprocess"]}, before={"masked_softmax": DETACHED}),
+          {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": DETACHED}),
     _case("c21_honest_a2", "对照：作业 2 的参考答案", HONEST, assignment=A2),
     _case("h22_memory_bomb", "申请 12 GiB 内存", {"status": "graded", "score": "full", "flags": []},
           after=[MEMORY_BOMB]),
     _case("h23_fork_bomb", "有上限的 fork 炸弹（最多 400 个子进程）",
-          {"status": "graded", "score": "full", "flags": ["os"]}, after=[FORK_BOMB]),
-    _case("h24_disk_bomb", "往 /tmp 写 1 GiB", {"status": "graded", "score": "full", "flags": ["open"]},
+          {"status": "graded", "score": "full", "flags": []}, after=[FORK_BOMB]),
+    _case("h24_disk_bomb", "往 /tmp 写 1 GiB", {"status": "graded", "score": "full", "flags": []},
           after=[DISK_BOMB]),
     _case("h25_flood", "打印 100 MB 的输出", {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
           after=[FLOOD]),
@@ -247,7 +251,7 @@ CASES = [
     _case("h28_spy_on_grader", "偷看评分程序送进内核的参考实现，最后打印到反馈里",
           {"status": "graded", "flags": ["attncourse.grading", "隐藏测试"], "feedback": "withheld"},
           before={"masked_softmax": SPY_ON_GRADER}, after=[PRINT_SPIED]),
-    _case("h29_read_source", "打印 source/ 中的隐藏测试", {**BLANK, "flags": ["open"], "feedback": "published"},
+    _case("h29_read_source", "打印 source/ 中的隐藏测试", {**BLANK, "flags": [], "feedback": "published"},
           base="untouched", before={"masked_softmax": READ_SOURCE}),
     _case("h30_symlink", "提交目录里放指向 source/ 的符号链接",
           {"status": "failed", "reason": "符号链接"}, folder="symlink"),
@@ -277,7 +281,7 @@ CASES = [
                  " / queries.shape[-1] ** 0.5, valid_lens)\n"
                  "        return F.scaled_dot_product_attention(queries, keys, values)\n"}),
     _case("h43_device", "在内核里把 ATTN_COURSE_DEVICE 设成不存在的 GPU", {"status": "graded", "score": "full",
-          "flags": ["os"]}, before={"masked_softmax": SET_DEVICE}),
+          "flags": []}, before={"masked_softmax": SET_DEVICE}),
     _case("c44_honest", "对照：参考答案", HONEST),
 ]
 

@@ -1,4 +1,5 @@
-"""Review flags, read from the student's code (seconds)."""
+"""Review flags, read from the student's code: holds only for what could reach the grader's machinery or its
+verdicts (the trust boundary), so that harmless code, however unusual, holds no point (seconds)."""
 import pytest
 
 from attncourse.grading.run import flags
@@ -6,30 +7,103 @@ from attncourse.grading.run import flags
 IMPORTS = ["import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
            "from d2l import torch as d2l"]
 
+# What honest students put in their notebooks (REFERENCE.md, "Real classes"), and other ordinary code.
+HONEST = [
+    'import os\nos.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"',
+    'import matplotlib.pyplot as plt\nplt.rcParams["font.sans-serif"] = ["SimHei"]\nplt.rcParams["axes.unicode_minus"] = False',
+    "print(torch.__version__, d2l.__name__)",
+    "%matplotlib inline\n%config InlineBackend.figure_format = 'svg'",
+    "%%time\nx = torch.randn(100, 100) @ torch.randn(100, 100)",
+    "%timeit torch.randn(10)",
+    "%load_ext autoreload\n%autoreload 2",
+    "%pip install d2l==1.0.3",
+    "from tqdm import tqdm\nfor i in tqdm(range(3)):\n    pass",
+    "import time, json, math, random, sys, pathlib\nprint(sys.version, sys.platform)\nsys.path.append('..')",
+    "from __future__ import annotations\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x",
+    "torch.manual_seed(0)\nrandom.seed(0)\nimport numpy as np\nnp.random.seed(0)",
+    "torch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False",
+    "try:\n    import d2l\nexcept ImportError:\n    d2l = None",
+    "import logging\nlogging.warning('x')\nimport warnings\nwarnings.filterwarnings('ignore')",
+    "# nbgrader validate；os.system\ns = 'import os; exec(1)'",
+    "w = getattr(m, 'W_q')\nfor name in ('q', 'k'):\n    layer = getattr(self, f'W_{name}')\n    setattr(self, name, 1)",
+    "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.__dict__['x'] = 1\n"
+    "    def __repr__(self):\n        return self.__class__.__name__",
+    "from IPython.display import display, HTML\ndisplay(HTML('<b>结果</b>'))",
+    "input = 3\nprint(input)",
+    "import inspect\nprint(inspect.signature(print))",
+    "import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()",
+    "with open('results.txt') as f:\n    text = f.read()",
+    "print(eval('1 + 2'))",
+    "torch.set_printoptions(precision=3)\ntorch.set_num_threads(2)",
+    "import pandas as pd\npd.set_option('display.max_rows', 10)",
+    "if __name__ == '__main__':\n    print('main')",
+]
 
 
-HONEST = ("import logging\nlogging.warning('x')\n# nbgrader validate；os.system\ns = 'import os; exec(1)'\n"
-          "w = getattr(m, 'W_q')\n%matplotlib inline\nfrom IPython.display import display\n"
-          "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        setattr(self, 'x', 1)\n"
-          "input = 3\nprint(input)")
+@pytest.mark.parametrize("code", HONEST)
+def test_honest_code_is_never_flagged(code):
+    assert flags.findings([(0, "单元格 x", code)], IMPORTS) == []
+
+
+@pytest.mark.parametrize("code", ["!pip install d2l==1.0.3", "import shutil\nshutil.rmtree('x')",
+                                  "with open('out.txt', 'w') as f:\n    f.write('1')", "import os\nos.system('ls')",
+                                  "import sqlite3\nsqlite3.connect('gradebook.db')", "%%writefile x.txt\nhello"])
+def test_files_and_processes_are_held_only_without_a_sandbox(code):
+    found = flags.findings([(0, "单元格 x", code)], IMPORTS)
+    assert found and {f.kind for f in found} == {"unsandboxed"}
+    assert flags.review_flags([("x", code)], IMPORTS, sandboxed=True) == []
+    assert flags.review_flags([("x", code)], IMPORTS, sandboxed=False)
 
 
 @pytest.mark.parametrize("code, words", [
-    (HONEST, []),
-    ("import os\nos.environ", ["os"]),
-    ("torch.allclose = lambda *a, **k: True", ["改写了 torch"]),
-    ("t = torch\nt.testing.assert_close = None", ["改写了 torch"]),
-    ("vars(torch)['allclose'] = 1", ["vars"]),
-    ("exec(__import__('base64').b64decode('eA=='))", ["exec", "__import__"]),
-    ("class T(torch.Tensor):\n    pass", ["Tensor"]),
+    ("exec(__import__('base64').b64decode('eA=='))", ["exec"]),
     ("get_ipython().ast_transformers.append(1)", ["get_ipython"]),
-    ("%load x.py", ["%load"]),
-    ("!ls", ["shell"]),
+    ("get_ipython().set_custom_exc((Exception,), None)", ["set_custom_exc"]),
+    ("from IPython.core.interactiveshell import ExecutionResult", ["IPython.core"]),
+    ("%run helper.py", ["%run"]),
+    ("%load_ext my_extension", ["%load_ext"]),
     ("x.__globals__", ["__globals__"]),
+    ("f.__code__ = g.__code__", ["__code__"]),
+    ("object.__subclasses__()", ["__subclasses__"]),
+    ("import sys\nframe = sys._getframe(1)", ["sys._getframe"]),
+    ("import inspect\nfor f in inspect.stack():\n    print(f.frame.f_locals)", ["inspect.stack"]),
+    ("def f():\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_frame.f_back", ["__traceback__"]),
+    ("import gc\nrefs = gc.get_objects()", ["gc"]),
+    ("import sys\nsys.modules['attncourse.grading.protocol.probe']", ["sys.modules"]),
+    ("d2l.sys.modules['x']", ["sys.modules"]),
+    ("d2l.torch.sys.setprofile(None)", ["sys.setprofile"]),
+    ("import threading\nthreading.setprofile(None)", ["threading.setprofile"]),
     ("torch._C._set_x()", ["torch._C"]),
+    ("with torch._C.DisableTorchFunction():\n    pass", ["torch._C"]),
+    ("from torch.overrides import TorchFunctionMode", ["torch.overrides"]),
     ("getattr(torch, 'all' + 'close')", ["getattr"]),
+    ("getattr(torch, '_C')", ["torch._C"]),
     ("import attncourse.grading.protocol.probe", ["attncourse.grading"]),
+    ("__import__('attncourse.grading')", ["attncourse.grading"]),
+    ("import ctypes", ["ctypes"]),
+    ("import builtins\nbuiltins.isinstance = lambda *a: True", ["builtins"]),
+    ("breakpoint()", ["breakpoint"]),
+    ("with open('helper.py', 'w') as f:\n    f.write('x = 1')\nimport helper", ["helper"]),
+    ("exec('import gc')", ["gc"]),
 ])
-def test_review_flags(code, words):
+def test_what_could_reach_the_grader_is_held(code, words):
     found = flags.review_flags([("单元格 x", code)], IMPORTS)
-    assert (found == []) if not words else all(any(w in f for f in found) for w in words), found
+    assert found and all(any(w in f for f in found) for w in words), found
+
+
+@pytest.mark.parametrize("code, words", [
+    ("torch.allclose = lambda *a, **k: True", ["torch.allclose"]),
+    ("t = torch\nt.testing.assert_close = None", []),
+    ("vars(torch)['allclose'] = lambda *a: True", ["vars"]),
+    ("setattr(torch, 'equal', lambda *a: True)", ["torch.equal"]),
+    ("class T(torch.Tensor):\n    pass", ["Tensor"]),
+    ("import os\nif os.environ.get('NBGRADER_EXECUTION'):\n    pass", ["NBGRADER_EXECUTION"]),
+])
+def test_what_shows_intent_but_changes_no_verdict_is_a_note(code, words):
+    found = flags.findings([(0, "单元格 x", code)], IMPORTS)
+    assert {f.kind for f in found} <= {"note"} and all(any(w in str(f) for f in found) for w in words), found
+
+
+def test_a_hold_names_the_cell_and_line():
+    found = flags.findings([(3, "单元格 masked_softmax", "x = 1\nimport gc\n")], IMPORTS)
+    assert [(f.cell, f.line, str(f)) for f in found] == [(3, 2, "单元格 masked_softmax 第 2 行：导入了 gc")]

@@ -80,14 +80,17 @@ def test_broken_submissions_fail_with_a_reason_not_a_zero(demo_run):
             assert grades[(aid, student)]["status"] == "graded", grades[(aid, student)]
 
 
-def test_tampering_is_flagged_for_review(demo_run):
+def test_tampering_is_noted_and_changes_nothing(demo_run):
+    """The demo's tamperer patches torch's comparison functions in its own kernel: verdicts are made in the
+    grader, so nothing is held; the TA reads a note."""
     _, demo, _, _ = demo_run
     grades = read_grades(demo)
     report = (demo / "build" / "report" / "report.md").read_text(encoding="utf-8")
     for aid in {a for a, _ in grades}:
-        assert "改写了 torch" in grades[(aid, "demo_tamper")]["review"]
-        assert grades[(aid, "demo_full")]["review"] == ""
-    assert "需人工复核" in report and "demo_tamper" in report
+        row = grades[(aid, "demo_tamper")]
+        assert "改写了 torch" in row["notes"] and row["review"] == "" and float(row["score"]) == 0, row
+        assert grades[(aid, "demo_full")]["review"] == grades[(aid, "demo_full")]["notes"] == ""
+    assert "demo_tamper" in report
 
 
 def test_grades_order_the_demo_students(demo_run):

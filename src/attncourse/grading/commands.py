@@ -71,13 +71,13 @@ def collect_download(root, source, assignment) -> collect.Collected:
     [assignment] = released_ids(root, [assignment])
     names = [p.name for p in sorted((root / "release" / assignment).glob("*.ipynb"))]
     result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names)
-    for student, notebook, when in result.taken:
-        print(f"  ✔ {student}/{assignment}/{notebook}（{when:%Y-%m-%d %H:%M}）")
+    for student, notebook, when, name in result.taken:
+        print(f"  ✔ {student}/{assignment}/{notebook} ← {name}（{when:%Y-%m-%d %H:%M} UTC）")
     for line in result.notes:
         print(f"  ＝ {line}")
     for name, why in result.unmatched:
         print(f"  ✘ 未收集 {name}：{why}")
-    print(f"  收集 {len({s for s, _, _ in result.taken})} 名学生；{len(result.unmatched)} 个文件未能匹配")
+    print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.unmatched)} 个文件未能收集")
     return result
 
 

@@ -48,8 +48,11 @@ class Outcome:
 @dataclass
 class SubmissionResult:
     """What running one submission leaves for its Outcome, filled in by the execute step as it runs."""
+    sandboxed: bool = True  # whether the kernel runs in a sandbox (some constructs are held only without one)
     failure: str = ""  # why the submission cannot be graded ('' while it can)
-    flags: list = field(default_factory=list)  # review flags found in the student's code
+    flags: list = field(default_factory=list)  # review holds found in the student's code, for a person
+    held: set = field(default_factory=set)  # test cells whose points wait for that person (those run after)
+    notes: list = field(default_factory=list)  # what the TA may want to read, never holding a point
 
     def __deepcopy__(self, memo):
         return self  # a handle: nbconvert deep-copies the resources it carries, this must stay the one object

@@ -46,14 +46,14 @@ def read_scores(db_url: str, assignment: str, student: str) -> Scores:
         return counted(gb.find_submission(assignment, student))
 
 
-def hold_for_review(db_url: str, assignment: str, student: str) -> None:
-    """Mark the submission's autograded test cells as needing a person: formgrader lists them, and their
-    points are not counted until a grader has entered a score."""
+def hold_for_review(db_url: str, assignment: str, student: str, cells=None) -> None:
+    """Mark the submission's autograded test cells `cells` (default: all) as needing a person: formgrader lists
+    them, and their points are not counted until a grader has decided (`course review` or a score entered)."""
     with Gradebook(db_url) as gb:
         for nb in gb.find_submission(assignment, student).notebooks:
             solutions = {c.name for c in nb.notebook.solution_cells}
             for grade in nb.grades:
-                if is_test_grade(grade, solutions):
+                if is_test_grade(grade, solutions) and (cells is None or grade.cell.name in cells):
                     grade.needs_manual_grade = True
         gb.db.commit()
 

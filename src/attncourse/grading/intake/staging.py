@@ -1,10 +1,10 @@
 """Taking in a class folder: every submission is copied into a staging folder that only the grader writes.
 
-Only what grading needs is copied: the assignment's notebooks (checked, with the nbgrader metadata of the
-student version put back) and `timestamp.txt`. A submission that cannot be taken in gets a specific reason,
-never a silent zero; what was set aside or renamed is noted.
+Only what grading needs is copied: the assignment's notebooks (read with the editors' quirks repaired, the
+nbgrader metadata of the student version put back or found again, test cells where the release has them) and
+`timestamp.txt`. A submission that cannot be taken in gets a specific reason, never a silent zero; what was set
+aside, renamed or repaired is noted.
 """
-import copy
 import hashlib
 import os
 import re
@@ -16,10 +16,10 @@ import nbformat
 from nbgrader.utils import parse_utc
 
 from ...notebooks import dumps
-from ..cells import cells_by_id
+from ..cells import grade_id
+from . import matching, reading
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-MAX_NOTEBOOK_BYTES = 20 << 20
 TIMESTAMP = "timestamp.txt"
 
 
@@ -52,43 +52,6 @@ def _special_files(folder):
     return found
 
 
-def _read(path):
-    """The notebook at `path`, or the reason it cannot be read."""
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        return None, f"{path.name} 过大（超过 {MAX_NOTEBOOK_BYTES >> 20} MB）"
-    try:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)
-        return nb, ""
-    except Exception as exc:  # anything nbformat cannot read or validate
-        return None, f"{path.name} 无法读取（{type(exc).__name__}）"
-
-
-def restore_metadata(nb, released):
-    """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, a
-    pasted copy of a cell, or a cell claiming an id the assignment does not have, cannot change what is
-    graded. Returns how many cells changed."""
-    known = {gid: cell.metadata["nbgrader"] for gid, cell in cells_by_id(released).items()}
-    changed, seen = 0, set()
-    for cell in reversed(nb.cells):  # a pasted copy keeps no id: the last cell with an id keeps it, as in nbgrader
-        meta = cell.metadata.get("nbgrader")
-        if meta is None:
-            continue
-        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
-        if grade_id in seen:
-            del cell.metadata["nbgrader"]
-            continue
-        seen.add(grade_id)
-        if grade_id in known:
-            if meta != known[grade_id]:
-                cell.metadata["nbgrader"] = copy.deepcopy(known[grade_id])
-                changed += 1
-        else:
-            del cell.metadata["nbgrader"]
-            changed += 1
-    return changed
-
-
 def stage(submitted, staged, assignment, released):
     """Copy one student's submission for `assignment` into `staged`; returns an Intake.
 
@@ -114,7 +77,7 @@ def stage(submitted, staged, assignment, released):
     others = [p for p in present if p.name not in released]
     missing = [name for name in released if name not in chosen]
     if missing and len(missing) == 1:
-        readable = [p for p in others if _read(p)[0] is not None]
+        readable = [p for p in others if reading.read(p)[0] is not None]
         if len(readable) == 1:
             chosen[missing[0]] = readable[0]
             intake.notes.append(f"没有 {missing[0]}，把 {readable[0].name} 当作它评分")
@@ -129,12 +92,24 @@ def stage(submitted, staged, assignment, released):
     staged.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     for name, path in sorted(chosen.items()):
-        nb, problem = _read(path)
+        nb, notes = reading.read(path)
         if nb is None:
-            intake.reason = f"损坏的 notebook：{problem}"
+            intake.reason = f"损坏的 notebook：{notes[0]}"
             return intake
-        if restore_metadata(nb, released[name]):
+        intake.notes += [f"{name}：{note}" for note in notes]
+        if not any(grade_id(c) for c in nb.cells):
+            count, missing = matching.match_cells(nb, released[name])
+            if missing or not count:
+                intake.reason = (f"{name} 没有评分所需的单元格标记（nbgrader 元数据），也无法按内容对应到作业"
+                                 f"{'（找不到答案单元格：' + '、'.join(missing) + '）' if missing else ''}："
+                                 "请在发下去的作业 notebook 中作答后重新提交")
+                return intake
+            intake.notes.append(f"{name}：没有评分单元格标记（可能复制到了新 notebook 中），已按内容对应到作业的 "
+                                f"{count} 个单元格")
+        if matching.restore_metadata(nb, released[name]):
             intake.notes.append(f"{name}：恢复了被改动的评分单元格标记")
+        if matching.put_tests_in_order(nb, released[name]):
+            intake.notes.append(f"{name}：测试单元格按发布时的顺序运行（被移动或删除的放回了原处）")
         text = dumps(nb)
         (staged / name).write_text(text, encoding="utf-8")
         digest.update(name.encode() + b"\0" + text.encode())

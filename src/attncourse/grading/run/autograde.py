@@ -64,7 +64,7 @@ def grading_config(cfg):
     return cfg
 
 
-def grade_one(cfg, root, intake, scratch, force=False) -> Outcome:
+def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcome:
     start = time.time()
     a, s = intake.assignment, intake.student
     if intake.reason:  # the student's name is a folder's name, so it can name the record too
@@ -80,7 +80,7 @@ def grade_one(cfg, root, intake, scratch, force=False) -> Outcome:
                 return outcome_from_record(db_url, root, a, s, status=Status.KEPT)
             except MissingEntry:
                 pass  # the gradebook lost it: grade again
-    result = SubmissionResult()
+    result = SubmissionResult(sandboxed=sandboxed)
     with TURN.held():
         cd = coursedir(cfg, a, s)
         cd.submitted_directory = str(intake.folder.parent.parent)
@@ -91,17 +91,19 @@ def grade_one(cfg, root, intake, scratch, force=False) -> Outcome:
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
             reason = result.failure or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
+            notes = intake.notes + result.notes
             write_record(root, a, s, {"digest": intake.digest, "status": Status.FAILED, "reason": reason,
-                                      "flags": result.flags, "notes": intake.notes})
-            return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=intake.notes)
-        if result.flags:
-            hold_for_review(db_url, a, s)
+                                      "flags": result.flags, "notes": notes})
+            return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=notes)
+        if result.held:
+            hold_for_review(db_url, a, s, result.held)
         replace_dir(Path(scratch) / s / a, dest, scratch)
+        notes = intake.notes + result.notes
         write_record(root, a, s, {"digest": intake.digest, "status": Status.GRADED, "flags": result.flags,
-                                  "notes": intake.notes})
+                                  "held": sorted(result.held), "notes": notes})
         scores = read_scores(db_url, a, s)
     return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags,
-                   notes=intake.notes).take_scores(scores)
+                   notes=notes).take_scores(scores)
 
 
 def flag_after_grading(cfg, root, outcome: Outcome) -> None:
@@ -136,7 +138,7 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
     try:
         with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload else nullcontext(), \
                 ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force):
+            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None):
                        (intake.assignment, intake.student) for intake in intakes}
             for done, future in enumerate(as_completed(futures), 1):
                 key = futures[future]

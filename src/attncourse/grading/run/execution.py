@@ -99,10 +99,23 @@ class Instructor:
                 or cell.source.strip() in self.visible_tests)
 
     def student_cells(self, nb) -> list:
-        """[(grade_id or None, label, source)] of the code cells whose content is the student's."""
-        return [(grade_id(cell), f"单元格 {grade_id(cell) or f'#{index + 1}'}", cell.source)
+        """[(index, label, source)] of the code cells whose content is the student's."""
+        return [(index, f"单元格 {grade_id(cell) or f'#{index + 1}'}", cell.source)
                 for index, cell in enumerate(nb.cells)
                 if cell.cell_type == "code" and not self.is_instructors(cell)]
+
+
+def review(result, nb, instructor) -> None:
+    """Fill `result` with the review holds of the student's code, the test cells each could affect (those that
+    run after it), and the notes."""
+    tests = [(index, grade_id(cell)) for index, cell in enumerate(nb.cells)
+             if cell.cell_type == "code" and grade_id(cell) in instructor.tests]
+    for finding in flags.findings(instructor.student_cells(nb), instructor.imports):
+        if finding.holds(result.sandboxed):
+            result.flags.append(str(finding))
+            result.held.update(gid for index, gid in tests if index > finding.cell)
+        elif finding.kind == "note":
+            result.notes.append(f"提示：{finding}")
 
 
 class CourseExecute(QuietKernel, Execute):
@@ -117,9 +130,7 @@ class CourseExecute(QuietKernel, Execute):
         info = resources["nbgrader"]
         self.result = resources.get(RESULT) or SubmissionResult()
         self.instructor = Instructor(info["db_url"], info["notebook"], info["assignment"])
-        student = self.instructor.student_cells(nb)
-        self.result.flags += flags.review_flags([(label, source) for _, label, source in student],
-                                                self.instructor.imports)
+        review(self.result, nb, self.instructor)
         self.session = remote.Session(self._send, self.instructor.imports)
         self.namespace = trusted.base_namespace(self.instructor.imports)
         self._kept_bytes = {}

@@ -1,111 +1,351 @@
-"""Review flags: constructs in a submission's code that honest answers to these exercises never need and that
-could reach the grading machinery, read from the syntax tree (comments and strings never count).
+"""Review flags, derived from the trust boundary, read from the syntax tree of the student's cells.
 
-Importing `os` or `sys`, `exec`/`eval`, dunder attributes, writing to attributes of torch, Tensor subclasses,
-IPython hooks and most magics are flagged. A flagged submission keeps its autograded score only after a person
-has looked at it.
+Verdicts are made in the grader (protocol/): a student's code decides only the values its own functions return,
+which is its answer. So most code, however unusual, cannot change a score, and gets no flag. A construct is held
+for a person only when it could plausibly reach what the grader relies on inside the kernel:
+- the grading machinery loaded in the kernel: `attncourse.grading`, IPython's shell that carries the requests and
+  replies (`get_ipython()` beyond magics, hooks, formatters), the forbidden-call watch (profile and trace
+  hooks, torch function modes and torch internals), the builtins the probe uses;
+- what the grader sends in (references, hidden inputs), found by introspection: frame walks, the garbage
+  collector, `sys.modules`, function internals (`__code__`, `__globals__`, `__subclasses__`), ctypes;
+- code that cannot be read: `exec`/`eval`/`compile`/`__import__` of a computed string, `%run` and friends,
+  attribute names computed on a module;
+- without a sandbox only: files, processes, databases and the network (the kernel then runs as the grader).
+
+A hold keeps back only the points it could affect: the test cells that run after the cell holding the construct.
+What shows intent but cannot change a verdict (patching torch's functions, a Tensor subclass, looking for
+NBGRADER_EXECUTION) is a note for the TA, never a hold.
 """
 import ast
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
 
-from ..syntax import dotted, module_aliases, python_source, root_name
+from ..syntax import dotted, module_aliases, python_source
 
-ALLOWED_MODULES = {
-    "math", "cmath", "torch", "numpy", "d2l", "attncourse", "collections", "itertools", "functools", "operator",
-    "typing", "dataclasses", "random", "time", "timeit", "logging", "warnings", "matplotlib", "seaborn", "pandas",
-    "copy", "string", "re", "statistics", "fractions", "decimal", "enum", "abc", "contextlib", "types", "pprint"}
-DENIED_MODULES = ("attncourse.grading", "torch.utils.cpp_extension", "torch.cuda.nvtx")
-ALLOWED_SUBMODULES = ("IPython.display",)  # display(HTML(...)) is ordinary notebook code
-ALLOWED_MAGICS = {"matplotlib", "time", "timeit"}
-ALLOWED_DUNDERS = {"__init__", "__name__", "__class__", "__doc__", "__qualname__", "__module__", "__call__",
-                   "__len__", "__getitem__"}
-FLAGGED_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "globals", "locals", "vars", "breakpoint",
-                    "get_ipython"}
-TORCH_HOOKS = {"__torch_function__", "__torch_dispatch__"}
-
-
-
-def _magic(call):
-    """The magic or shell command a `get_ipython().run_line_magic(...)` style call runs, else None."""
-    func = call.func
-    if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
-            and isinstance(func.value.func, ast.Name) and func.value.func.id == "get_ipython"):
-        if func.attr in ("run_line_magic", "run_cell_magic") and call.args and isinstance(call.args[0], ast.Constant):
-            return f"%{call.args[0].value}"
-        return "!" if func.attr in ("system", "getoutput") else f"get_ipython().{func.attr}"
-    return None
-
-
-def _constructs(tree, aliases):
-    """Human-readable descriptions of the flagged constructs in one tree."""
-    found, magic_calls = [], set()
-    module_roots = {name for name, path in aliases.items() if path.split(".")[0] in ALLOWED_MODULES}
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [f"{node.module or '.' * node.level}.{a.name}" for a in node.names])
-            for name in names:
-                top = name.lstrip(".").split(".")[0]
-                if node.level if isinstance(node, ast.ImportFrom) else False:
-                    found.append(f"相对导入 {name}")
-                elif name.startswith(ALLOWED_SUBMODULES):
-                    continue
-                elif top not in ALLOWED_MODULES:
-                    found.append(f"导入了 {top} 模块")
-                elif name.startswith(DENIED_MODULES) or any(p.startswith("_") for p in name.split(".")):
-                    found.append(f"导入了 {name}")
-        elif isinstance(node, ast.Call):
-            magic = _magic(node)
-            if magic:
-                magic_calls.add(id(node.func.value.func))
-            if magic == "!":
-                found.append("执行了 shell 命令（!）")
-            elif magic and magic.lstrip("%") not in ALLOWED_MAGICS:
-                found.append(f"使用了 IPython 魔法命令或接口 {magic}")
-            elif isinstance(node.func, ast.Name):
-                name = node.func.id
-                if name in ("setattr", "delattr") and not (node.args and isinstance(node.args[0], ast.Name)
-                                                             and node.args[0].id == "self"):
-                    found.append(f"调用了 {name}")
-                elif name in ("getattr", "hasattr") and not (
-                        len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                        and isinstance(node.args[1].value, str) and not node.args[1].value.startswith("__")):
-                    found.append(f"用非常量属性名调用了 {name}")
-        elif isinstance(node, ast.Name) and node.id in FLAGGED_BUILTINS and node.id not in assigned \
-                and id(node) not in magic_calls:
-            found.append(f"使用了 {node.id}")
-        elif isinstance(node, ast.Name) and node.id.startswith("__") and node.id.endswith("__") \
-                and node.id not in ALLOWED_DUNDERS:
-            found.append(f"使用了 {node.id}")
-        elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
-                found.append(f"访问了特殊属性 {node.attr}")
-            elif node.attr.startswith("_") and not node.attr.startswith("__") and root_name(node) in module_roots:
-                found.append(f"访问了内部属性 {dotted(node, aliases) or node.attr}")
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For, ast.With)):
-            targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete))
-                       else [i.optional_vars for i in node.items if i.optional_vars] if isinstance(node, ast.With)
-                       else [node.target])
-            for target in targets:
-                for t in ast.walk(target):
-                    if isinstance(t, (ast.Attribute, ast.Subscript)) and root_name(t) in module_roots:
-                        found.append(f"改写了 {aliases[root_name(t)]} 中的内容")
-                        break
-        if isinstance(node, ast.ClassDef):
-            for base in node.bases:
-                path = dotted(base, aliases) or ""
-                if path.endswith(("Tensor", "Parameter")) and path.startswith("torch"):
-                    found.append(f"定义了 {path} 的子类 {node.name}")
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in TORCH_HOOKS:
-            found.append(f"定义了 {node.name}")
-    return list(dict.fromkeys(found))
+# Paths (after the last module name in a chain: `d2l.sys.modules` is `sys.modules`) that reach the grading
+# machinery or what the grader sends in. A path matches an entry equal to it or below it.
+HOLD_PATHS = (
+    "attncourse.grading", "sys.modules", "sys._getframe", "sys._current_frames", "sys.setprofile", "sys.settrace",
+    "sys.monitoring", "sys.displayhook", "sys.excepthook", "sys.meta_path", "sys.path_hooks", "sys.addaudithook",
+    "sys.setrecursionlimit", "gc", "ctypes", "cffi", "importlib", "builtins", "_thread", "threading.setprofile",
+    "threading.settrace", "inspect.currentframe", "inspect.stack", "inspect.trace", "inspect.getouterframes",
+    "inspect.getinnerframes", "traceback.walk_stack", "traceback.walk_tb", "torch.overrides", "torch._",
+    "torch.utils._", "torch.library", "IPython.core", "IPython.terminal", "IPython.kernel", "ipykernel",
+    "jupyter_client", "zmq", "pdb", "bdb", "cProfile", "profile", "trace", "code", "runpy", "marshal")
+# Modules whose names mark the start of a path when reached through another module's attribute.
+MODULE_NAMES = {"sys", "gc", "inspect", "ctypes", "cffi", "importlib", "builtins", "_thread", "threading",
+                "traceback", "os", "subprocess", "shutil", "socket", "sqlite3", "IPython", "ipykernel", "zmq",
+                "jupyter_client", "attncourse", "torch", "pathlib", "pdb", "runpy", "marshal"}
+# Paths that touch files, processes, databases or the network: harmless in the sandbox, held without one.
+UNSANDBOXED_PATHS = (
+    "os.remove", "os.unlink", "os.rmdir", "os.removedirs", "os.rename", "os.renames", "os.replace", "os.system",
+    "os.popen", "os.kill", "os.killpg", "os.chmod", "os.chown", "os.symlink", "os.link", "os.fork", "os.forkpty",
+    "os.exec", "os.spawn", "os.posix_spawn", "os.truncate", "os.setuid", "os.setgid", "os.open", "os.write",
+    "shutil", "subprocess", "sqlite3", "socket", "urllib.request", "http.client", "requests", "multiprocessing",
+    "signal.pthread_kill")
+PATH_WRITES = {"write_text", "write_bytes", "unlink", "rename", "replace", "rmdir", "touch", "chmod", "symlink_to",
+               "hardlink_to"}  # pathlib methods that change files
+FRAME_ATTRIBUTES = {"f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+DANGEROUS_DUNDERS = {"__globals__", "__builtins__", "__subclasses__", "__bases__", "__mro__", "__code__",
+                     "__closure__", "__traceback__", "__import__", "__loader__", "__spec__", "__self__"}
+DYNAMIC_CODE = {"exec", "eval", "compile"}
+# IPython: the shell methods that magics and `!` become; magics that run code nobody can read or install tracers
+# are held, shell commands are held only without a sandbox, every other magic is ordinary notebook code.
+SHELL_METHODS = {"run_line_magic", "run_cell_magic", "system", "getoutput"}
+HELD_MAGICS = {"run", "prun", "pdb", "debug", "load", "loadpy", "edit", "rerun", "recall", "macro", "reload_ext",
+               "unload_ext", "alias_magic", "xmode", "tb"}
+SHELL_MAGICS = {"system", "sx", "bash", "sh", "script", "writefile", "!"}
+HARMLESS_EXTENSIONS = {"autoreload"}
 
 
-def review_flags(cells, imports=()):
-    """["<cell>：<construct>", ...] for the student's code cells `cells` = [(label, source)].
+@dataclass
+class Finding:
+    cell: int  # index of the cell in the notebook
+    label: str  # how a person finds the cell ("单元格 masked_softmax", "单元格 #12")
+    what: str  # the construct, in Chinese
+    kind: str  # "hold", "unsandboxed" (a hold only without a sandbox) or "note"
+    line: int = 0  # line of the cell's source (as the student wrote it, magics included), 0 if unknown
 
-    `imports` are the sources of the notebook's given import cells (for `F`, `nn`, `d2l`).
-    """
-    trees = [(label, python_source(source)) for label, source in cells]
-    aliases = module_aliases([t for t in (*map(python_source, imports), *(t for _, t in trees)) if t])
-    return [f"{label}：{what}" for label, tree in trees if tree is not None for what in _constructs(tree, aliases)]
+    def __str__(self):
+        return f"{self.label}{f' 第 {self.line} 行' if self.line else ''}：{self.what}"
+
+    def holds(self, sandboxed: bool) -> bool:
+        return self.kind == "hold" or (self.kind == "unsandboxed" and not sandboxed)
+
+
+def _matches(path, prefixes):
+    """Whether `path` is one of `prefixes` or below one; an entry ending in "_" matches private names below it
+    (`torch._C`), never dunders (`torch.__version__`)."""
+    if path is None:
+        return False
+    for p in prefixes:
+        if p.endswith("_"):
+            if path.startswith(p) and not path[len(p) - 1:].startswith("__"):
+                return True
+        elif path == p or path.startswith(p + "."):
+            return True
+    return False
+
+
+@lru_cache(maxsize=None)
+def _installed(module):
+    """Whether a top-level module exists in the grader's environment (else the student wrote it: unreadable)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _canonical(path):
+    """`sys.modules` for `d2l.torch.sys.modules`: the path from the last module name in the chain."""
+    if path is None:
+        return None
+    parts = path.split(".")
+    starts = [i for i, p in enumerate(parts) if p in MODULE_NAMES]
+    return ".".join(parts[starts[-1]:]) if starts else path
+
+
+def _constant(node):
+    """Whether a value is made of literals only (a setting, not a replacement function)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(map(_constant, node.elts))
+    if isinstance(node, ast.Dict):
+        return all(_constant(n) for n in [*node.keys, *node.values] if n is not None)
+    if isinstance(node, ast.UnaryOp):
+        return _constant(node.operand)
+    return False
+
+
+def _literal_string(node):
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+class _Reader(ast.NodeVisitor):
+    """Collects (what, kind) for one cell's tree."""
+
+    def __init__(self, aliases, written):
+        self.aliases, self.written, self.found = aliases, written, []
+        self.line, self.frozen = 0, False
+
+    def visit(self, node):
+        if not self.frozen and getattr(node, "lineno", None):
+            self.line = node.lineno
+        return super().visit(node)
+
+    def add(self, what, kind="hold"):
+        """Record a construct once; a shorter path of a chain already recorded (`torch._C` after
+        `torch._C._nn`) adds nothing."""
+        if not any(known.startswith(what) or what.startswith(known) for known, _, _ in self.found):
+            self.found.append((what, kind, self.line))
+
+    def path(self, node):
+        return _canonical(dotted(node, self.aliases))
+
+    def check_path(self, path, verb="使用了"):
+        if _matches(path, HOLD_PATHS):
+            self.add(f"{verb} {path}")
+        elif _matches(path, UNSANDBOXED_PATHS):
+            self.add(f"{verb} {path}", "unsandboxed")
+
+    # --- imports
+    def imported(self, module):
+        top = module.split(".")[0]
+        if not _installed(top):
+            if top in self.written or None in self.written:  # a module the notebook writes to disk itself
+                self.add(f"导入了自己写到磁盘上的模块 {top}（看不到它的代码）")
+        else:
+            self.check_path(module, "导入了")
+
+    def visit_Import(self, node):
+        for a in node.names:
+            self.imported(a.name)
+
+    def visit_ImportFrom(self, node):
+        if node.level:
+            self.add(f"相对导入 {'.' * node.level}{node.module or ''}")
+        elif node.module == "__future__":
+            return
+        else:
+            self.check_path(node.module, "导入了")
+            for a in node.names:
+                self.imported(f"{node.module}.{a.name}")
+
+    # --- names and attributes
+    def visit_Name(self, node):
+        if node.id in DANGEROUS_DUNDERS:
+            self.add(f"使用了 {node.id}")
+        elif node.id == "breakpoint" and isinstance(node.ctx, ast.Load):
+            self.add("调用了 breakpoint（调试器）")
+
+    def visit_Attribute(self, node):
+        if node.attr in FRAME_ATTRIBUTES:
+            self.add(f"访问了帧对象的 {node.attr}")
+        elif node.attr in DANGEROUS_DUNDERS:
+            self.add(f"访问了特殊属性 {node.attr}")
+        else:
+            self.check_path(self.path(node))
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+
+    # --- calls
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                and isinstance(func.value.func, ast.Name) and func.value.func.id == "get_ipython":
+            self._ipython(node, func.attr)
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                self.visit(arg)
+            return
+        name = func.id if isinstance(func, ast.Name) else None
+        if name == "get_ipython":
+            self.add("使用了 get_ipython()")
+        elif name in DYNAMIC_CODE or name == "__import__":
+            text = _literal_string(node.args[0]) if node.args else None
+            if text is None:
+                self.add(f"用计算出来的字符串调用了 {name}（看不到运行的代码）")
+            elif name == "__import__":
+                self.imported(text)
+            else:
+                self._literal_code(text)
+        elif name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+            owner = self.path(node.args[0]) if not isinstance(node.args[0], ast.Name) or \
+                node.args[0].id in self.aliases else None
+            attr = _literal_string(node.args[1])
+            if owner is not None and attr is None:
+                self.add(f"用计算出来的属性名对模块 {owner} 调用了 {name}")
+            elif owner is not None:
+                self.check_path(f"{owner}.{attr}")
+                if name in ("setattr", "delattr"):
+                    self.add(f"改写了 {owner}.{attr}（只影响自己的内核）", "note")
+            if attr in FRAME_ATTRIBUTES or attr in DANGEROUS_DUNDERS:
+                self.add(f"用 {name} 访问了 {attr}")
+        elif name == "open":
+            mode = _literal_string(node.args[1]) if len(node.args) > 1 else next(
+                (_literal_string(k.value) for k in node.keywords if k.arg == "mode"), "r")
+            if mode is None or set(mode) & set("wax+"):
+                self.add("用 open 写文件", "unsandboxed")
+        elif isinstance(func, ast.Attribute) and func.attr in PATH_WRITES and self.path(func) is None:
+            self.add(f"调用了 .{func.attr}() 改动文件", "unsandboxed")
+        self.generic_visit(node)
+
+    def _ipython(self, node, method):
+        if method not in SHELL_METHODS:
+            self.add(f"使用了 get_ipython().{method}")
+            return
+        if method in ("system", "getoutput"):
+            self.add("执行了 shell 命令（!）", "unsandboxed")
+            return
+        magic = _literal_string(node.args[0]) if node.args else None
+        argument = _literal_string(node.args[1]) if len(node.args) > 1 else ""
+        if magic is None:
+            self.add("用计算出来的名字调用了 IPython 魔法命令")
+        elif magic in HELD_MAGICS or (magic == "load_ext" and (argument or "").strip() not in HARMLESS_EXTENSIONS):
+            self.add(f"使用了魔法命令 %{magic}")
+        elif magic in SHELL_MAGICS:
+            self.add(f"使用了魔法命令 %{magic}（shell 或写文件）", "unsandboxed")
+        elif magic in ("time", "timeit", "capture", "prun") and len(node.args) > 2:
+            self._literal_code(_literal_string(node.args[2]) or "")
+
+    def _literal_code(self, text):
+        tree = python_source(text)
+        if tree is None:
+            self.add("exec/eval 的字符串无法解析")
+            return
+        frozen, self.frozen = self.frozen, True  # findings inside the string are on the line that runs it
+        try:
+            self.visit(tree)
+        finally:
+            self.frozen = frozen
+
+    # --- writes and classes
+    def _assigned(self, targets, value):
+        for target in targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
+                    and getattr(target.value.func, "id", None) == "vars" and target.value.args \
+                    and self.path(target.value.args[0]):
+                self.add(f"通过 vars() 改写了 {self.path(target.value.args[0])}（只影响自己的内核）", "note")
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute):
+                    path = self.path(t)
+                    if path and path.split(".")[0] in ("builtins",):
+                        self.add(f"改写了 {path}")
+                    elif path and path.split(".")[0] in MODULE_NAMES | {"d2l", "numpy", "matplotlib"} \
+                            and value is not None and not _constant(value):
+                        self.add(f"改写了 {path}（只影响自己的内核）", "note")
+
+    def visit_Assign(self, node):
+        self._assigned(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._assigned([node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        self._assigned([node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node):
+        for base in node.bases:
+            path = dotted(base, self.aliases) or ""
+            if path.startswith("torch") and path.endswith(("Tensor", "Parameter")):
+                self.add(f"定义了 {path} 的子类 {node.name}（比较在评分程序中进行，不受影响）", "note")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if node.value == "NBGRADER_EXECUTION":
+            self.add("检测是否正在评分（NBGRADER_EXECUTION）", "note")
+
+
+def written_modules(trees) -> set:
+    """Stems of the .py files the code writes (`open("helper.py", "w")`, `%%writefile helper.py`); None in the
+    set when a file is written under a name computed at run time."""
+    stems = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            target = _literal_string(node.args[0])
+            if name == "open":
+                mode = _literal_string(node.args[1]) if len(node.args) > 1 else next(
+                    (_literal_string(k.value) for k in node.keywords if k.arg == "mode"), "r")
+                if mode is None or set(mode) & set("wax+"):
+                    stems.add(target[:-3].split("/")[-1] if target and target.endswith(".py") else
+                              None if target is None else "")
+            elif name == "run_cell_magic" and _literal_string(node.args[0]) == "writefile" and len(node.args) > 1:
+                line = (_literal_string(node.args[1]) or "").split()
+                stems.add(line[-1][:-3].split("/")[-1] if line and line[-1].endswith(".py") else "")
+    return stems - {""}
+
+
+def findings(cells, imports=()) -> list[Finding]:
+    """The flagged constructs of the student's code cells `cells` = [(index, label, source)], in order.
+
+    `imports` are the sources of the notebook's given import cells (for `F`, `nn`, `d2l`)."""
+    trees = [(index, label, python_source(source)) for index, label, source in cells]
+    aliases = module_aliases([t for t in (*map(python_source, imports), *(t for _, _, t in trees)) if t])
+    written = written_modules([t for _, _, t in trees if t is not None])
+    found = []
+    for index, label, tree in trees:
+        if tree is None:
+            continue
+        reader = _Reader(aliases, written)
+        try:
+            reader.visit(tree)
+        except RecursionError:
+            reader.add("代码嵌套过深，无法读取")
+        found += [Finding(index, label, what, kind, line) for what, kind, line in reader.found]
+    return found
+
+
+def review_flags(cells, imports=(), sandboxed=True) -> list[str]:
+    """The holds among the findings of `cells` = [(label, source)], as "<cell> 第 n 行：<construct>"."""
+    return [str(f) for f in findings([(i, label, src) for i, (label, src) in enumerate(cells)], imports)
+            if f.holds(sandboxed)]

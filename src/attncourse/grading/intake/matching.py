@@ -1,0 +1,90 @@
+"""The submitted notebook's cells matched to the released ones: nbgrader's metadata put back (or found again when
+it is gone), and the test cells where the release has them, so that they run in released order.
+
+A student version's test cells run after the answers they test and before the next answers. A submission that
+moves a test cell after a later answer, deletes it (it is put back in its place) or turns it into an answer cell
+cannot change what runs before a test.
+"""
+import copy
+import difflib
+
+from ..cells import cells_by_id, grade_id, is_answer_cell, is_test_cell
+
+
+def restore_metadata(nb, released) -> int:
+    """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, a
+    pasted copy of a cell, or a cell claiming an id the assignment does not have, cannot change what is
+    graded. Returns how many cells changed."""
+    known = {gid: cell.metadata["nbgrader"] for gid, cell in cells_by_id(released).items()}
+    changed, seen = 0, set()
+    for cell in reversed(nb.cells):  # a pasted copy keeps no id: the last cell with an id keeps it, as in nbgrader
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            continue
+        gid = meta.get("grade_id") if isinstance(meta, dict) else None
+        if gid in seen:
+            del cell.metadata["nbgrader"]
+            continue
+        seen.add(gid)
+        if gid in known:
+            if meta != known[gid]:
+                cell.metadata["nbgrader"] = copy.deepcopy(known[gid])
+                changed += 1
+        else:
+            del cell.metadata["nbgrader"]
+            changed += 1
+    return changed
+
+
+def _key(cell):
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    return (cell.cell_type, source.strip())
+
+
+def match_cells(nb, released) -> tuple[int, list]:
+    """Give a notebook without nbgrader metadata (cells pasted into a new notebook) the metadata of the release,
+    matched by content: cells the student did not change (instructions, locked cells, test cells) anchor the
+    match, and the answer cells are the student's cells of the same type between the same anchors.
+    Returns (cells matched, grade_ids of answer cells that could not be found)."""
+    ours, theirs = nb.cells, released.cells
+    matcher = difflib.SequenceMatcher(a=[_key(c) for c in ours], b=[_key(c) for c in theirs], autojunk=False)
+    placed = {}  # index in theirs -> index in ours
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            placed[block.b + k] = block.a + k
+    missing = []
+    for j, cell in enumerate(theirs):
+        if not grade_id(cell) or j in placed:
+            continue
+        before = max([placed[i] for i in placed if i < j], default=-1)
+        after = min([placed[i] for i in placed if i > j], default=len(ours))
+        free = [i for i in range(before + 1, after) if i not in placed.values()
+                and ours[i].cell_type == cell.cell_type and not ours[i].metadata.get("nbgrader")]
+        if free and is_answer_cell(cell):
+            placed[j] = free[0]
+        elif not is_test_cell(cell):
+            missing.append(grade_id(cell))
+    count = 0
+    for j, i in placed.items():
+        if grade_id(theirs[j]):
+            ours[i].metadata["nbgrader"] = copy.deepcopy(theirs[j].metadata["nbgrader"])
+            count += 1
+    return count, [m for m in missing if is_answer_cell(cells_by_id(released)[m])]
+
+
+def put_tests_in_order(nb, released) -> int:
+    """Place every test cell of the release after the cells the release puts before it and before those it puts
+    after it (a deleted one is put back, as late as that allows); returns how many were moved or put back."""
+    order = {gid: k for k, gid in enumerate(gid for gid in map(grade_id, released.cells) if gid)}
+    changed = 0
+    for test in (c for c in released.cells if is_test_cell(c)):
+        gid = grade_id(test)
+        index = next((k for k, c in enumerate(nb.cells) if grade_id(c) == gid), None)
+        cell = nb.cells.pop(index) if index is not None else copy.deepcopy(test)
+        positions = [(k, order[grade_id(c)]) for k, c in enumerate(nb.cells) if grade_id(c) in order]
+        earliest = max((k + 1 for k, o in positions if o < order[gid]), default=0)
+        latest = min((k for k, o in positions if o > order[gid]), default=len(nb.cells))
+        target = latest if index is None else min(max(index, earliest), latest)
+        nb.cells.insert(target, cell)
+        changed += index is None or target != index
+    return changed

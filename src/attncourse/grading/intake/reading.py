@@ -1,0 +1,131 @@
+"""Reading a student's notebook file as the editors that wrote it meant it, not as a strict validator would.
+
+JupyterLab, classic Notebook, VS Code, PyCharm and Colab all write files Jupyter opens, but not all of them are
+valid nbformat: a UTF-8 byte-order mark (Windows tools), a `transient` key in outputs (VS Code), outputs on
+markdown cells, cells without metadata, old minor versions (Colab's 4.0). Each known quirk is repaired with a
+note; a file that still does not validate is rebuilt from its cells. Only a file that is not a notebook at all is
+refused, with the reason.
+
+Outputs are not graded (the grader runs the notebook again) and do not count against the size limit: what is kept
+of them is the student's own run of each code cell, trimmed (`SUBMITTED_OUTPUTS` in the cell's metadata), for
+the TA who reads the written answers.
+"""
+import json
+
+import nbformat
+
+MAX_FILE_BYTES = 200 << 20  # a file larger than this is not read at all
+MAX_NOTEBOOK_BYTES = 20 << 20  # the notebook without its outputs: what is graded
+SUBMITTED_OUTPUTS = "course_submitted_outputs"  # cell metadata: the student's own outputs, trimmed
+MAX_KEPT_TEXT = 20_000  # characters of the student's text output kept per cell
+MAX_KEPT_IMAGE = 300_000  # bytes (base64) of one PNG kept
+MAX_KEPT_TOTAL = 3_000_000  # bytes of the student's outputs kept per notebook
+
+
+def decode(data: bytes) -> tuple[str, list]:
+    """The text of a notebook file and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
+    notes = []
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+        notes.append("去掉了文件开头的 BOM（Windows 工具常加）")
+    try:
+        return data.decode("utf-8"), notes
+    except UnicodeDecodeError:
+        return data.decode("gbk"), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
+
+
+def _repair(raw: dict) -> list:
+    """Fix the known quirks of editors in the JSON of a notebook, in place; returns notes."""
+    notes = set()
+    raw.setdefault("metadata", {})
+    for cell in raw.get("cells", []):
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = {}
+            notes.add("补上了缺失的单元格元数据")
+        if cell.get("cell_type") != "code":
+            for key in ("outputs", "execution_count"):
+                if key in cell:
+                    del cell[key]
+                    notes.add("删掉了非代码单元格上的输出字段")
+            continue
+        cell.setdefault("outputs", [])
+        cell.setdefault("execution_count", None)
+        for output in cell["outputs"]:
+            if isinstance(output, dict) and "transient" in output:
+                del output["transient"]
+                notes.add("删掉了输出中的 transient 字段（VS Code 写入）")
+    return sorted(notes)
+
+
+def _rebuilt(raw: dict):
+    """A valid notebook from the cells of an invalid one: type, source and nbgrader metadata kept."""
+    cells = []
+    for cell in raw.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        meta = {k: v for k, v in (cell.get("metadata") or {}).items() if k == "nbgrader"}
+        make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}.get(
+            cell.get("cell_type"), nbformat.v4.new_raw_cell)
+        cells.append(make(source, metadata=meta))
+    return nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": raw.get("metadata", {}).get("kernelspec")
+                                                             or {"name": "python3", "display_name": "Python 3",
+                                                                 "language": "python"}})
+
+
+def keep_student_outputs(nb) -> int:
+    """Move each code cell's outputs into its metadata, trimmed to what a TA reads: text and PNG images.
+    Returns how many bytes were kept."""
+    budget = MAX_KEPT_TOTAL
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
+            text = output.get("text") if output.get("output_type") == "stream" else \
+                output.get("data", {}).get("text/plain") if "data" in output else None
+            image = output.get("data", {}).get("image/png") if "data" in output else None
+            if isinstance(text, list):
+                text = "".join(text)
+            if isinstance(image, str) and len(image) <= min(MAX_KEPT_IMAGE, budget):
+                kept.append({"image/png": image})
+                budget -= len(image)
+            elif isinstance(text, str) and text.strip() and budget > 0:
+                text = text[:min(MAX_KEPT_TEXT, budget)]
+                kept.append({"text/plain": text})
+                budget -= len(text.encode())
+        if kept:
+            cell.metadata[SUBMITTED_OUTPUTS] = kept
+        cell.outputs = []
+        cell.execution_count = None
+    return MAX_KEPT_TOTAL - budget
+
+
+def read(path) -> tuple:
+    """(notebook with the student's outputs kept in metadata, notes) or (None, the reason it cannot be read)."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return None, [f"{path.name} 过大（{size >> 20} MB，超过 {MAX_FILE_BYTES >> 20} MB），未读取"]
+    try:
+        text, notes = decode(path.read_bytes())
+    except UnicodeDecodeError:
+        return None, [f"{path.name} 不是文本文件（既不是 UTF-8 也不是 GBK 编码）"]
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        return None, [f"{path.name} 不是合法的 JSON（第 {getattr(exc, 'lineno', '?')} 行附近）：文件可能被截断或损坏"]
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
+        return None, [f"{path.name} 不是 Jupyter notebook（没有 cells）"]
+    notes += _repair(raw)
+    try:
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nbformat.validate(nb)
+    except Exception:  # anything nbformat cannot upgrade or validate: keep the cells, drop the rest
+        nb = _rebuilt(raw)
+        notes.append("notebook 格式不完全合法，已按单元格内容重建（输出未保留）")
+    kept = keep_student_outputs(nb)
+    graded = len(json.dumps(nb, ensure_ascii=False).encode()) - kept
+    if graded > MAX_NOTEBOOK_BYTES:
+        return None, [f"{path.name} 去掉输出后仍有 {graded >> 20} MB，超过 {MAX_NOTEBOOK_BYTES >> 20} MB"]
+    return nb, notes
