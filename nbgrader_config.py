@@ -36,12 +36,14 @@ c.LimitOutput.max_traceback = 50
 c.GenerateFeedback.preprocessors = [
     "attncourse.grading.publish.feedback.GetGradesAndWaits",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "attncourse.grading.publish.feedback.HideTestSource",
     "attncourse.grading.publish.feedback.SafeHTML",
+    "attncourse.grading.publish.feedback.HideTestSource",
 ]
-# In Chinese, points waiting for a grader shown as waiting, math from a MathJax file beside each page.
-c.HTMLExporter.template_name = "course_feedback"
-c.HTMLExporter.extra_template_basedirs = __import__("attncourse.grading.publish.feedback", fromlist=["_"]).TEMPLATES
+# In Chinese, points waiting for a grader shown as waiting, math from a MathJax file beside each page. Set on
+# the feedback's own exporter: formgrader's views keep nbgrader's templates.
+c.GenerateFeedback.exporter_class = "attncourse.grading.publish.feedback.FeedbackExporter"
+c.FeedbackExporter.template_name = "course_feedback"
+c.FeedbackExporter.extra_template_basedirs = __import__("attncourse.grading.publish.feedback", fromlist=["_"]).TEMPLATES
 
 # `course collect` and `nbgrader zip_collect`: how an LMS names the files it hands out. The pattern is matched
 # against each file's name and must give student_id and file_id; full_name (or first_name/last_name) and a

@@ -97,7 +97,7 @@ def test_lms_export(course, monkeypatch):
     assert set(rows) == set(STUDENTS)
     assert rows["2023000002"]["姓名"] == "欧阳娜娜" and rows["2023000001"]["a"] == "5"
     assert "2 分待人工评分" in rows["2023000001"]["说明"]
-    assert rows["2023000003"]["a"] == "0" and "5 分待复核" in rows["2023000003"]["说明"]
+    assert rows["2023000003"]["a"] == rows["2023000003"]["总分"] == "待复核" and "5 分待复核" in rows["2023000003"]["说明"]
 
 
 def test_grades_csv_and_report(course, tmp_path):
@@ -136,3 +136,36 @@ def test_feedback_that_shows_a_hidden_test_is_withheld(course):
     finally:
         nb.cells.pop()
         nbformat.write(nb, leaky)
+
+
+
+def test_a_review_decision_is_one_step_and_recorded(course, monkeypatch):
+    """`course review` lists the held submission with its flags, `--accept` releases its points in one step and
+    records who and when; the export then shows the score. (Runs last: it changes the course.)"""
+    import subprocess
+    import sys
+
+    from attncourse.grading.records import read_record
+    root, _, _ = course
+    for sid in STUDENTS:
+        (root / "submitted" / sid / "a").mkdir(parents=True, exist_ok=True)
+
+    def run(*args):
+        done = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    listed = run("review")  # the submission held in the fixture, and the one whose feedback leaked above
+    assert "2023000003" in listed and "5 分待复核" in listed and "socket" in listed and "共 2 份待复核" in listed
+    assert "计入" in run("review", "a", "2023000003", "--accept", "--by", "李助教", "--note", "用 socket 打印日志")
+    decision = read_record(root, "a", "2023000003")["review"]
+    assert decision["decision"] == "accepted" and decision["by"] == "李助教" and decision["points"] == 5
+    assert decision["at"] and decision["flags"] == ["单元格 #2：导入了 socket 模块"]
+    assert "记为 0 分" in run("review", "a", "2023000001", "--reject")
+    assert "共 0 份待复核" in run("review")
+    run("export", "--to", str(root / "after.csv"))
+    with open(root / "after.csv", encoding="utf-8-sig") as f:
+        rows = {r["学号"]: r for r in csv.DictReader(f)}
+    assert rows["2023000003"]["a"] == "5" and "待复核" not in rows["2023000003"]["说明"]
+    assert rows["2023000001"]["a"] == "0" and read_record(root, "a", "2023000001")["review"]["decision"] == "rejected"

@@ -1,12 +1,11 @@
-"""Looking at slides in a real browser: headless Chromium driven through the DevTools protocol.
+"""Looking at pages in a real browser: the system's headless Chromium, driven by Playwright.
 
-Used by the slide tests and by `course screenshots`. Records every request the page makes, so a test
-can prove the offline slides fetch nothing from the network. `jupyterlab()` serves a folder so that
-the browser can open its decks in RISE.
+Used by the slide checks, `course screenshots` and the TA-screen tests (formgrader, feedback, report).
+Playwright's own browser download is not needed: it drives the Chromium that scripts/setup.sh installs
+(`executable_path`). Every request a page makes is recorded, so a test can prove that the offline slides fetch
+nothing from the network. `jupyterlab()` serves a folder for RISE and formgrader.
 """
-import base64
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -17,12 +16,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-import websocket
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--window-size=1280,800"]
-VIEWPORT = (1280, 800)  # a projector; the page gets exactly this size (the window alone leaves less)
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+VIEWPORT = (1280, 800)  # a projector; the page gets exactly this size
 
 
 def find_chromium():
@@ -39,79 +35,45 @@ def free_port():
 
 
 class Browser:
+    """One headless Chromium page. `requests` lists every URL the page asked for; `dialogs` every alert,
+    confirm or prompt a page opened (a script that ran)."""
+
     def __init__(self, executable=None, viewport=VIEWPORT):
-        self.port = free_port()
-        self.profile = tempfile.mkdtemp(prefix="chromium-")
+        from playwright.sync_api import sync_playwright
         exe = executable or find_chromium()
         if not exe:
             raise FileNotFoundError("找不到 Chromium：请运行 scripts/setup.sh（apt 包 chromium）")
-        self.proc = subprocess.Popen([exe, *FLAGS, f"--remote-debugging-port={self.port}",
-                                      f"--user-data-dir={self.profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.ws = websocket.create_connection(self._page_ws_url(), timeout=60)
-        self._id = 0
-        self.requests = []
-        self.call("Page.enable")
-        self.call("Network.enable")
-        self.call("Runtime.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=viewport[0], height=viewport[1],
-                  deviceScaleFactor=1, mobile=False)
+        self._playwright = sync_playwright().start()
+        self._browser = self._playwright.chromium.launch(executable_path=exe, args=FLAGS)
+        self.page = self._browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+        self.requests, self.dialogs = [], []
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("dialog", self._dialog)
 
-    def _page_ws_url(self):
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json") as r:
-                    pages = [t for t in json.load(r) if t.get("type") == "page"]
-                if pages:
-                    return pages[0]["webSocketDebuggerUrl"]
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError("Chromium did not start")
-
-    def call(self, method, **params):
-        self._id += 1
-        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("method") == "Network.requestWillBeSent":
-                self.requests.append(msg["params"]["request"]["url"])
-            if msg.get("id") == self._id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg.get("result", {})
+    def _dialog(self, dialog):
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def wait(self, seconds):
-        """Real time passes (pages with MathJax or a RISE kernel need it); events are still collected."""
-        end = time.time() + seconds
-        while True:
-            self.call("Runtime.evaluate", expression="1")
-            left = end - time.time()
-            if left <= 0:
-                return
-            time.sleep(min(0.25, left))
+        """Real time passes (pages with MathJax or a RISE kernel need it); events are still handled."""
+        self.page.wait_for_timeout(seconds * 1000)
 
     def open(self, url, settle=3.0):
-        self.call("Page.navigate", url=url)
+        self.page.goto(url)
         self.wait(settle)
 
     def evaluate(self, expression):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        return result.get("result", {}).get("value")
+        return self.page.evaluate(expression)
 
     def screenshot(self, path):
-        data = self.call("Page.captureScreenshot", format="png")["data"]
-        Path(path).write_bytes(base64.b64decode(data))
+        self.page.screenshot(path=str(path))
         return Path(path)
 
     def close(self):
         try:
-            self.ws.close()
+            self._browser.close()
         finally:
-            self.proc.kill()
-            self.proc.wait()
-            shutil.rmtree(self.profile, ignore_errors=True)
+            self._playwright.stop()
 
     def __enter__(self):
         return self
@@ -121,19 +83,21 @@ class Browser:
 
 
 @contextlib.contextmanager
-def jupyterlab(root_dir):
-    """Serve `root_dir` with JupyterLab (no token, a free port) and yield its URL; decks open in RISE at
-    `<url>/rise/<path>`. JupyterLab writes checkpoints next to what it opens, so serve a scratch copy."""
+def jupyterlab(root_dir, token="", extra=()):
+    """Serve `root_dir` with JupyterLab (a free port) and yield its URL; decks open in RISE at
+    `<url>/rise/<path>`, formgrader at `<url>/formgrader`. JupyterLab writes checkpoints next to what it opens,
+    so serve a scratch copy."""
     port, home = free_port(), tempfile.mkdtemp(prefix="lab-")
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",
-                             "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root_dir}"],
-                            cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             f"--ServerApp.token={token}", "--ServerApp.password=",
+                             f"--ServerApp.root_dir={root_dir}", *extra],
+                            cwd=root_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "JUPYTER_RUNTIME_DIR": home})
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):
             try:
-                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
                 break
             except OSError:
                 time.sleep(0.5)

@@ -77,6 +77,12 @@ def cmd_export(args):
     commands.export_grades(args.root, args.to)
 
 
+def cmd_review(args):
+    from .grading import commands
+    accept = True if args.accept else False if args.reject else None
+    commands.review_holds(args.root, args.assignment, args.student, accept, args.by or "", args.note)
+
+
 def cmd_bundle(args):
     from .grading.release import bundle
     path = bundle.build(args.root, args.assignment)
@@ -124,6 +130,15 @@ def parser():
                    help="先把这个 <学生>/<作业>/ 结构的文件夹并入 submitted/，再评分")
     c.add_argument("--jobs", **jobs)
     c.set_defaults(func=cmd_grade)
+    c = sub.add_parser("review", help="复核暂扣分数的提交：不加 --accept/--reject 时列出待复核的；--accept 计入，--reject 记 0 分")
+    c.add_argument("assignment", nargs="?", help="作业")
+    c.add_argument("student", nargs="?", help="学生")
+    decision = c.add_mutually_exclusive_group()
+    decision.add_argument("--accept", action="store_true", help="确认无问题：暂扣的自动评分计入")
+    decision.add_argument("--reject", action="store_true", help="确认有问题：暂扣的分数记为 0")
+    c.add_argument("--by", default=None, help="复核人（默认：当前用户名）")
+    c.add_argument("--note", default="", help="复核说明，写入记录")
+    c.set_defaults(func=cmd_review)
     c = sub.add_parser("feedback", help="为已评分的提交生成反馈 feedback/（不含测试代码，发布前检查泄露）")
     c.add_argument("assignment", nargs="*")
     c.set_defaults(func=cmd_feedback)

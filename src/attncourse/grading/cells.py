@@ -8,6 +8,7 @@ MARKERS = SOLUTION_MARKERS + HIDDEN_MARKERS
 REGION = re.compile(r"(BEGIN SOLUTION|BEGIN HIDDEN TESTS)(.*?)(END SOLUTION|END HIDDEN TESTS)", re.S)
 # The whole hidden part of a test cell, marker lines included (what the student version lacks).
 HIDDEN_PART = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+TA_ONLY = "course-ta-only"  # tag of cells the grader adds for the TA (review banner): never in feedback
 SOLUTION_MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.M)
 
 

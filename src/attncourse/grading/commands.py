@@ -23,7 +23,7 @@ from .model import Outcome, Status
 from .publish import feedback, report
 from .records import outcome_from_record
 from .release import student_version as release
-from .run import autograde
+from .run import autograde, review
 
 
 class ToolchainError(Exception):
@@ -119,10 +119,8 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]
 def graded_outcomes(root, ids=None) -> list[Outcome]:
     """The Outcomes of every graded submission in submitted/, read back from the records and the gradebook."""
     root = Path(root)
-    cfg = nbgrader_config(root)
-    submitted = root / cfg.CourseDirectory.submitted_directory
-    pairs = submissions(submitted, released_ids(root, ids)) if submitted.is_dir() else []
-    found = [outcome_from_record(cfg.CourseDirectory.db_url, root, a, s) for a, s in pairs]
+    db_url = nbgrader_config(root).CourseDirectory.db_url
+    found = [outcome_from_record(db_url, root, a, s) for a, s in _graded_pairs(root, ids)]
     return [o for o in found if o is not None]
 
 
@@ -154,3 +152,33 @@ def export_grades(root, to) -> None:
     app.update_config(Config({"ExportPlugin": {"to": str(to)}}))
     app.start()
     print(f"  ✔ {to}")
+    held = review.waiting(nbgrader_config(root).CourseDirectory.db_url, root, _graded_pairs(root))
+    if held:
+        print(f"  ⚠ {len(held)} 份提交共 {sum(w.points for w in held):g} 分待复核，表中记为“待复核”：course review")
+
+
+def _graded_pairs(root, ids=None):
+    cfg = nbgrader_config(root)
+    submitted = Path(root) / cfg.CourseDirectory.submitted_directory
+    return submissions(submitted, released_ids(root, ids)) if submitted.is_dir() else []
+
+
+def review_holds(root, assignment=None, student=None, accept=None, by="", note="") -> None:
+    """List the submissions with points held for review, or decide on one (`accept` True or False)."""
+    root = Path(root)
+    db_url = nbgrader_config(root).CourseDirectory.db_url
+    if accept is None:
+        held = review.waiting(db_url, root, [(a, s) for a, s in _graded_pairs(root, [assignment] if assignment
+                                                                                  else None)
+                                              if student in (None, s)])
+        for w in held:
+            print(f"  {w.assignment:14s} {w.student:18s} {w.points:g} 分待复核")
+            for flag in w.flags:
+                print(f"      {flag}")
+        print(f"  共 {len(held)} 份待复核" + ("：course review <作业> <学生> --accept（计入）或 --reject（记 0 分）"
+                                          if held else ""))
+        return
+    if not (assignment and student):
+        raise ToolchainError("复核需要作业和学生：course review <作业> <学生> --accept 或 --reject")
+    points = review.decide(db_url, root, assignment, student, accept, by, note)
+    print(f"  ✔ {student} 的 {assignment}：{points:g} 分{'计入' if accept else '记为 0 分'}（已记录复核人与时间）")

@@ -52,6 +52,7 @@ class SubmissionResult:
     failure: str = ""  # why the submission cannot be graded ('' while it can)
     flags: list = field(default_factory=list)  # review holds found in the student's code, for a person
     held: set = field(default_factory=set)  # test cells whose points wait for that person (those run after)
+    review_lines: list = field(default_factory=list)  # (cell index, line, text) of each hold, for the TA
     notes: list = field(default_factory=list)  # what the TA may want to read, never holding a point
 
     def __deepcopy__(self, memo):

@@ -1,9 +1,10 @@
 """Grades for the LMS: one row per student, on nbgrader's export plugin interface.
 
 `nbgrader_config.py` makes this nbgrader's export plugin, so `course export` and plain `nbgrader export`
-write the same file: 学号, 姓名, one column per assignment, 总分, and 说明. A score counts what is decided:
-points held for review and written answers waiting for a TA are left out and named in 说明; a submission
-that could not be graded has an empty cell and its reason, never a 0.
+write the same file: 学号, 姓名, one column per assignment, 总分, and 说明. A score is never a 0 that is not one:
+an assignment with points held for review reads 待复核 (and 总分 too) until a person has decided
+(`course review`), with the points named in 说明; written answers waiting for a TA are named in 说明; a
+submission that could not be graded has an empty cell and its reason.
 """
 import csv
 import io
@@ -15,6 +16,9 @@ from nbgrader.plugins import ExportPlugin
 from ..files import write_atomic
 from ..model import Status
 from ..records import counted, read_record
+
+
+PENDING = "待复核"
 
 
 class LMSExport(ExportPlugin):
@@ -33,11 +37,11 @@ class LMSExport(ExportPlugin):
             row, total, notes = [], 0.0, []
             for name in assignments:
                 score, note = self._score(gradebook, root, name, student.id)
-                row.append("" if score is None else f"{score:g}")
-                total += score or 0.0
+                row.append("" if score is None else score if isinstance(score, str) else f"{score:g}")
+                total = PENDING if PENDING in (score, total) else total + (score or 0.0)
                 notes += [f"{name}：{note}"] if note else []
             full_name = f"{student.last_name or ''}{student.first_name or ''}"
-            out.writerow([student.id, full_name, *row, f"{total:g}", "；".join(notes)])
+            out.writerow([student.id, full_name, *row, total if total == PENDING else f"{total:g}", "；".join(notes)])
         write_atomic(dest if dest.is_absolute() else root / dest, "\ufeff" + buffer.getvalue())
         self.log.info("Exported grades to %s", dest)
 
@@ -52,6 +56,6 @@ class LMSExport(ExportPlugin):
         except MissingEntry:
             return None, "未提交"
         scores = counted(submission)
-        held = [f"{scores.withheld:g} 分待复核"] if scores.withheld else []
+        held = [f"{scores.withheld:g} 分待复核（已确定 {scores.counted:g} 分）"] if scores.withheld else []
         waiting = [f"{scores.pending:g} 分待人工评分"] if scores.pending else []
-        return scores.counted, "，".join(held + waiting)
+        return PENDING if scores.withheld else scores.counted, "，".join(held + waiting)

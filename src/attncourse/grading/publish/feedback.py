@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat.v4 import new_output
@@ -26,7 +26,8 @@ from nbgrader.converters import GenerateFeedback
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
-from ..cells import is_test_cell
+from .. import safe_html
+from ..cells import TA_ONLY, is_test_cell
 from ..course import coursedir
 from ..files import replace_dir
 from ..model import Outcome
@@ -55,15 +56,26 @@ def verdict(outputs):
     return False, f"未通过：{err.get('ename')}: {message}"
 
 
+class FeedbackExporter(HTMLExporter):
+    """The feedback pages' exporter (`c.GenerateFeedback.exporter_class`), configured as `c.FeedbackExporter`
+    with the course's Chinese template: only feedback uses it, formgrader keeps nbgrader's own templates."""
+
+
 class HideTestSource(Preprocessor):
     """Replace each autograded test cell by what it checks and its verdict (a coloured word, no emoji: every
-    CJK font has the characters)."""
+    CJK font has the characters), name each test in the summary by what it checks, and drop the cells that are
+    for the TA only (the review banner)."""
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        nb.cells = [c for c in nb.cells if TA_ONLY not in c.metadata.get("tags", [])]
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         if is_test_cell(cell):
             what = docstring(cell.source)
+            cell.metadata.nbgrader["what"] = what.splitlines()[0].rstrip("。") if what else ""
             cell.source = f'"""{what}"""' if what else "# （测试代码不予显示）"
             passed, text = verdict(cell.outputs)
             word, rest = text.split("：", 1) if "：" in text else (text, "")
@@ -94,18 +106,15 @@ class GetGradesAndWaits(GetGrades):
 
 
 class SafeHTML(SanitizeHTML):
-    """nbconvert's bleach-based sanitizer, on by default, allowing the plain tags the course's own cells use.
-
-    A student's markdown or output cannot carry `<script>`, event handlers, SVG or JavaScript into feedback.
-    """
+    """nbconvert's bleach-based sanitizer, on by default, with the course's settings (`safe_html`): a student's
+    markdown or output cannot carry active content into feedback, nor imitate the course's verdict badges (this
+    runs before `HideTestSource` adds them)."""
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.tags = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6",
-                                                 "table", "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub"})
-        self.attributes = {**ALLOWED_ATTRIBUTES, "div": ["class"], "span": ["class"]}  # .verdict, .course-title
+        self.tags, self.attributes = safe_html.TAGS, safe_html.ATTRIBUTES
 
 
 # --- publishing ------------------------------------------------------------------------------------------------

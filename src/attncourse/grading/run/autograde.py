@@ -26,6 +26,7 @@ from ..isolation.preload import preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
 from ..records import hold_for_review, outcome_from_record, read_record, read_scores, write_record
+from . import ta_view
 from .execution import RESULT, TURN, CourseExecute
 
 
@@ -97,6 +98,8 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcom
             return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=notes)
         if result.held:
             hold_for_review(db_url, a, s, result.held)
+        for path in sorted((Path(scratch) / s / a).glob("*.ipynb")):
+            ta_view.prepare(path, result, a, s)
         replace_dir(Path(scratch) / s / a, dest, scratch)
         notes = intake.notes + result.notes
         write_record(root, a, s, {"digest": intake.digest, "status": Status.GRADED, "flags": result.flags,
@@ -107,10 +110,12 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcom
 
 
 def flag_after_grading(cfg, root, outcome: Outcome) -> None:
-    """A flag found after grading (in the feedback): hold the points back and keep it in the record."""
+    """A flag found after grading (in the feedback): hold the points back, unless a person has already decided
+    on this submission (`course review`), and keep the flag in the record."""
     db_url = cfg.CourseDirectory.db_url
-    hold_for_review(db_url, outcome.assignment, outcome.student)
     record = read_record(root, outcome.assignment, outcome.student) or {}
+    if "review" not in record:
+        hold_for_review(db_url, outcome.assignment, outcome.student)
     write_record(root, outcome.assignment, outcome.student, {**record, "flags": outcome.flags})
     outcome.take_scores(read_scores(db_url, outcome.assignment, outcome.student))
 

@@ -113,6 +113,7 @@ def review(result, nb, instructor) -> None:
     for finding in flags.findings(instructor.student_cells(nb), instructor.imports):
         if finding.holds(result.sandboxed):
             result.flags.append(str(finding))
+            result.review_lines.append((finding.cell, finding.line, str(finding)))
             result.held.update(gid for index, gid in tests if index > finding.cell)
         elif finding.kind == "note":
             result.notes.append(f"提示：{finding}")

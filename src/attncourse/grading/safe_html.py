@@ -1,0 +1,40 @@
+"""What of a student's notebook may be active in a browser of the course staff: nothing.
+
+Every page the course renders from a student's notebook (formgrader's view of the autograded notebook, the
+feedback) goes through nbconvert's bleach-based sanitizer with the plain tags the course's own cells use: no
+`<script>`, event handlers, SVG, iframes, forms, styles or `javascript:` links, no output types that run code
+(JavaScript, widget views), no widget state. The autograded notebook itself is sanitized before it is written
+to `autograded/`, so formgrader never sees the student's markup.
+"""
+from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+TAGS = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "table",
+                                   "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub"})
+COURSE_CLASSES = {"course-title"}  # the title slide; the course's verdict badges are added after sanitizing
+
+
+def _attribute(tag, name, value):
+    if name == "class":
+        return tag == "div" and value in COURSE_CLASSES
+    return name in ALLOWED_ATTRIBUTES.get(tag, [])
+
+
+ATTRIBUTES = {tag: _attribute for tag in TAGS}
+
+
+def sanitizer(**kwargs) -> SanitizeHTML:
+    return SanitizeHTML(tags=TAGS, attributes=ATTRIBUTES, **kwargs)
+
+
+def sanitize_notebook(nb):
+    """Make a student's notebook inert for a browser, in place: markup sanitized in every cell and output,
+    attachments other than images dropped, widget state removed."""
+    clean = sanitizer()
+    nb.metadata.pop("widgets", None)
+    for index, cell in enumerate(nb.cells):
+        clean.preprocess_cell(cell, {}, index)
+        attachments = cell.get("attachments") or {}
+        for name in list(attachments):
+            attachments[name] = {k: v for k, v in attachments[name].items() if k in ("image/png", "image/jpeg")}
+    return nb
