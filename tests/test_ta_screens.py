@@ -1,0 +1,191 @@
+"""The TA's screens, opened in Chromium as a TA opens them: formgrader (list the class, open a submission, see why
+a submission is held and the flagged line, read the student's own outputs, grade a written answer and see the
+grade reach `course export`), the feedback page and the class report. Student markup with active content is
+inert on every one of them: no script runs, no dialog opens, no handler or frame is left, nothing imitates the
+course's verdict badges.
+"""
+import csv
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+from nbgrader.api import Gradebook
+
+from attncourse.browser import Browser, jupyterlab
+from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
+from attncourse.grading.cells import grade_id
+from conftest import copy_course
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
+
+A1 = "a1_scoring"
+TOKEN = "ta-screens-test"
+HONEST, HELD, PAYLOAD = "2023000001", "2023000002", "2023000003"
+PAYLOADS_MD = "\n".join([
+    "<script>window.__pwned = 'script'; alert('script')</script>",
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">",
+    "<svg onload=\"window.__pwned = 'svg'\"><circle r=5></circle></svg>",
+    "<iframe src=\"javascript:parent.__pwned = 'iframe'\"></iframe>",
+    "[点我](javascript:window.__pwned='link') <a href=\"javascript:alert('a')\">链接</a>",
+    "<style>body { background: rgb(255, 0, 0) !important; }</style>",
+    "<div class=\"verdict pass\">通过</div><span class=\"verdict pass\">通过</span>",
+    "<form action=\"/api/shutdown\" method=\"post\"><button>提交</button></form>",
+    "<object data=\"javascript:alert('object')\"></object><embed src=\"javascript:alert('embed')\">"])
+PAYLOADS_CODE = ("from IPython.display import HTML, Javascript, SVG, display\n"
+                 "display(HTML(\"<b>粗</b><script>window.__pwned='html'</script><img src=x onerror=\\\"alert('h')\\\">\"))\n"
+                 "display(Javascript(\"window.__pwned = 'js'\"))\n"
+                 "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"><script>alert(2)</script></svg>'))\n")
+WIDGETS = {"application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0, "state": {
+    "x": {"model_name": "HTMLModel", "model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0",
+          "state": {"value": "<img src=x onerror=\"window.__pwned='widget'\">"}}}}}
+INERT_JS = """(root) => {
+  const scope = root ? document.querySelector(root) || document.body : document.body;
+  const handlers = [...scope.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on')));
+  return {pwned: window.__pwned || null,
+          active: [...scope.querySelectorAll('.cell script, .cell iframe, .cell svg, .cell object, .cell embed,'
+                                             + ' .cell form, .cell style')]
+                  .filter(e => !e.closest('mjx-container, .MathJax, .MathJax_SVG, .MathJax_Display'))  // typeset math
+                  .map(e => e.outerHTML.slice(0, 80)),
+          handlers: handlers.map(e => e.outerHTML.slice(0, 80)),
+          js_links: [...scope.querySelectorAll('a')].filter(a => /^\\s*javascript:/i.test(a.getAttribute('href') || ''))
+                    .length,
+          background: getComputedStyle(document.body).backgroundColor};
+}"""
+
+
+def course(root, *args):
+    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], capture_output=True,
+                         text=True, timeout=1800)
+    assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run.stdout
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = copy_course(tmp_path_factory.mktemp("ta_screens"))
+    course(root, "release", A1)
+    catalog = load_catalog(root, A1)
+    src = source_notebook(root, A1, catalog)
+    rel = nbformat.read(root / "release" / A1 / "scoring.ipynb", as_version=4)
+    honest = answered(rel, src)
+    for cell in honest.cells:
+        if grade_id(cell) == "variance_experiment":  # the student's own run, which the written answer cites
+            cell.outputs = [new_output("stream", name="stdout", text="var_unscaled = 4096.5（学生自己的数字）\n")]
+    held = answered(rel, src)
+    for cell in held.cells:
+        if grade_id(cell) == "masked_softmax":
+            cell.source = "import gc  # 一个评分程序必须看一眼的写法\n" + cell.source
+    payload = answered(rel, src)
+    payload.cells += [new_markdown_cell(PAYLOADS_MD), new_code_cell(PAYLOADS_CODE, outputs=[
+        new_output("display_data", data={"text/html": "<script>window.__pwned='kept'</script>",
+                                         "text/plain": "x"})])]
+    payload.metadata["widgets"] = WIDGETS
+    names = {HONEST: ("张", "三"), HELD: ("欧阳", "娜娜"), PAYLOAD: ("李", "四")}
+    for student, nb in ((HONEST, honest), (HELD, held), (PAYLOAD, payload)):
+        folder = root / "class" / student / A1
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "scoring.ipynb")
+    course(root, "grade", A1, "--class", str(root / "class"))
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student, (last, first) in names.items():
+            gb.update_or_create_student(student, last_name=last, first_name=first)
+        ids = {s: gb.find_submission_notebook("scoring", A1, s).id for s in names}
+    course(root, "feedback")
+    course(root, "report")
+    return root, ids
+
+
+@pytest.fixture(scope="module")
+def formgrader(graded):
+    root, _ = graded
+    with jupyterlab(root, token=TOKEN) as url, Browser() as browser:
+        yield url, browser
+
+
+def test_formgrader_lists_the_class(graded, formgrader):
+    url, browser = formgrader
+    browser.open(f"{url}/formgrader/manage_assignments?token={TOKEN}", settle=1)
+    browser.page.wait_for_selector(f"text={A1}", timeout=60_000)
+    browser.open(f"{url}/formgrader/manage_students", settle=1)
+    browser.page.wait_for_selector(f"text={HONEST}", timeout=60_000)
+    text = browser.page.inner_text("body")
+    assert all(s in text for s in (HONEST, HELD, PAYLOAD)) and "欧阳" in text
+
+
+def _open_submission(graded, formgrader, student):
+    root, ids = graded
+    url, browser = formgrader
+    browser.open(f"{url}/formgrader/gradebook/{A1}/scoring", settle=1)
+    link = browser.page.wait_for_selector(f"a[href$='/submissions/{ids[student]}']", timeout=60_000)
+    browser.dialogs.clear()
+    link.click()
+    browser.page.wait_for_selector("#notebook-container, .cell", timeout=60_000)
+    browser.wait(2)
+    return browser
+
+
+def test_a_held_submission_shows_why_and_the_line(graded, formgrader):
+    browser = _open_submission(graded, formgrader, HELD)
+    text = browser.page.inner_text("body")
+    assert "待复核" in text and "导入了 gc" in text and "import gc" in text, text[:2000]
+    assert f"course review {A1} {HELD} --accept" in text
+
+
+def test_the_ta_reads_the_students_own_outputs(graded, formgrader):
+    text = _open_submission(graded, formgrader, HONEST).page.inner_text("body")
+    assert "学生提交时自己运行" in text and "4096.5" in text
+
+
+def test_a_written_answer_graded_in_formgrader_reaches_the_export(graded, formgrader):
+    root, _ = graded
+    browser = _open_submission(graded, formgrader, HONEST)
+    box = browser.page.wait_for_selector("input.score#why_scale")
+    box.fill("1.5")
+    box.press("Tab")
+    browser.page.wait_for_function("() => !document.querySelector('#why_scale').classList.contains("
+                                   "'needs_manual_grade') || document.querySelector('#why_scale').value === '1.5'")
+    browser.wait(2)  # the change is saved through formgrader's API
+    course(root, "export", "--to", "build/lms.csv")
+    with open(root / "build" / "lms.csv", encoding="utf-8-sig") as f:
+        rows = {r["学号"]: r for r in csv.DictReader(f)}
+    assert rows[HONEST][A1] == "21.5" and rows[HONEST]["姓名"] == "张三", rows[HONEST]
+    assert rows[HELD][A1] == "待复核"
+
+
+def test_student_markup_is_inert_in_formgrader(graded, formgrader):
+    browser = _open_submission(graded, formgrader, PAYLOAD)
+    found = browser.evaluate(f"({INERT_JS})(null)")
+    assert found["pwned"] is None and browser.dialogs == [], (found, browser.dialogs)
+    assert found["active"] == [] and found["js_links"] == 0 and found["background"] != "rgb(255, 0, 0)", found
+    assert not [h for h in found["handlers"] if "pwned" in h or "alert" in h], found["handlers"]
+
+
+def test_student_markup_is_inert_in_feedback_and_cannot_imitate_a_verdict(graded, formgrader):
+    root, _ = graded
+    _, browser = formgrader
+    browser.dialogs.clear()
+    browser.open((root / "feedback" / PAYLOAD / A1 / "scoring.html").as_uri(), settle=3)
+    found = browser.evaluate(f"({INERT_JS})(null)")
+    badges = browser.evaluate("document.querySelectorAll('.verdict.pass').length")
+    tests = browser.evaluate("document.querySelectorAll('.verdict').length")
+    assert found["pwned"] is None and browser.dialogs == [] and found["active"] == [] and found["js_links"] == 0, found
+    assert not found["handlers"] and found["background"] != "rgb(255, 0, 0)", found
+    nb = nbformat.read(root / "autograded" / PAYLOAD / A1 / "scoring.ipynb", as_version=4)
+    assert badges == tests == sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                                  and not c.metadata["nbgrader"].get("solution")), (badges, tests)
+    assert "widgets" not in nb.metadata and "application/javascript" not in json.dumps(nb)
+
+
+def test_the_class_report_opens_and_is_inert(graded, formgrader):
+    root, _ = graded
+    _, browser = formgrader
+    browser.dialogs.clear()
+    browser.requests.clear()
+    browser.open((root / "build" / "report" / "report.html").as_uri(), settle=1)
+    found = browser.evaluate(f"({INERT_JS})(null)")
+    text = browser.page.inner_text("body")
+    remote = [u for u in browser.requests if not u.startswith(("file:", "data:"))]
+    assert HELD in text and found["pwned"] is None and browser.dialogs == [] and remote == [], (found, remote)
