@@ -169,3 +169,19 @@ def test_a_review_decision_is_one_step_and_recorded(course, monkeypatch):
         rows = {r["学号"]: r for r in csv.DictReader(f)}
     assert rows["2023000003"]["a"] == "5" and "待复核" not in rows["2023000003"]["说明"]
     assert rows["2023000001"]["a"] == "0" and read_record(root, "a", "2023000001")["review"]["decision"] == "rejected"
+
+
+def test_student_text_is_escaped_for_the_csv_report_and_terminal(tmp_path):
+    import os
+    import re
+
+    from attncourse.grading.model import Outcome
+    evil = Outcome("a", "2023000009", Status.FAILED, reason="\x1b[2K\r✔ 20/20 =cmd|' ![x](http://evil.example/p.png)"
+                   " <img src=http://evil.example/q.png>", notes=["**粗** " + "长" * 10_000])
+    report.write_grades_csv([evil], tmp_path / "grades.csv")
+    page = report.write_report([evil], tmp_path / "report", {"a": []}).with_suffix(".html").read_text(encoding="utf-8")
+    assert not re.search(r"<img[^>]*evil", page) and "<strong>" not in page.split("</style>")[-1]
+    row = (tmp_path / "grades.csv").read_text(encoding="utf-8-sig").splitlines()[1]
+    assert "\x1b" not in row and "\r" not in row and len(row) < 3000
+    assert "\x1b" not in report.describe(evil) and "\x1b" not in report.summary_table([evil])
+    assert os.stat(tmp_path / "grades.csv").st_mode & 0o044 == 0o044 & ~os.umask(os.umask(0))

@@ -10,7 +10,8 @@
 
 Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell
 facts), `syntax` (reading code), `course` (the course folder and nbgrader's config), `records` (what grading
-keeps between runs), `files` and `logs`. `commands` runs the stages as the `course` commands; it comes after
+keeps between runs), `safe_html` (student markup made inert), `text` (student text made safe for a terminal,
+CSV or markdown), `files` and `logs`. `commands` runs the stages as the `course` commands; it comes after
 publish/ and before authoring/, whose demo course runs those commands.
 
 A module imports only the shared modules and the stages above its own, never one below, and no import

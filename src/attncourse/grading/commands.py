@@ -11,6 +11,7 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.apps import ExportApp
+from tqdm import tqdm
 from nbgrader.converters.base import NbGraderException
 from traitlets.config import Config
 
@@ -24,6 +25,7 @@ from .publish import feedback, report
 from .records import outcome_from_record
 from .release import student_version as release
 from .run import autograde, review
+from .text import for_terminal
 
 
 class ToolchainError(Exception):
@@ -72,11 +74,11 @@ def collect_download(root, source, assignment) -> collect.Collected:
     names = [p.name for p in sorted((root / "release" / assignment).glob("*.ipynb"))]
     result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names)
     for student, notebook, when, name in result.taken:
-        print(f"  ✔ {student}/{assignment}/{notebook} ← {name}（{when:%Y-%m-%d %H:%M} UTC）")
+        print(f"  ✔ {student}/{assignment}/{notebook} ← {for_terminal(name)}（{when:%Y-%m-%d %H:%M} UTC）")
     for line in result.notes:
-        print(f"  ＝ {line}")
+        print(f"  ＝ {for_terminal(line, 2000)}")
     for name, why in result.unmatched:
-        print(f"  ✘ 未收集 {name}：{why}")
+        print(f"  ✘ 未收集 {for_terminal(name)}：{why}")
     print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.unmatched)} 个文件未能收集")
     return result
 
@@ -101,12 +103,21 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]
         raise ToolchainError(f"{submitted} 中没有找到 {'、'.join(ids)} 的提交" + (f"（学生 {student}）" if student else ""))
     step(f"自动评分 {len(pairs)} 份提交（{jobs} 个并行）")
     start = time.time()
+    bar = tqdm(total=len(pairs), unit="份", desc="评分", disable=None, leave=False, dynamic_ncols=True)
+
+    def progress(done, total, outcome):
+        elapsed = time.time() - start
+        remaining = elapsed / done * (total - done)
+        tqdm.write(f"[{done}/{total} · 已用 {tqdm.format_interval(elapsed)} · 预计还需 "
+                   f"{tqdm.format_interval(remaining)}] {report.describe(outcome)}")
+        bar.update()
+
     try:
-        outcomes = autograde.grade_class(
-            cfg, pairs, jobs=jobs, force=student is not None,
-            progress=lambda done, total, o: print(f"[{done}/{total}] {report.describe(o)}", flush=True))
+        outcomes = autograde.grade_class(cfg, pairs, jobs=jobs, force=student is not None, progress=progress)
     except SandboxUnavailable as exc:
         raise ToolchainError(str(exc)) from exc
+    finally:
+        bar.close()
     print(f"  用时 {time.time() - start:.1f} s")
     broken = [o for o in outcomes if o.status == Status.ERROR]
     if broken:
@@ -139,7 +150,7 @@ def write_report(root, outcomes, build_dir=None) -> None:
     print(f"  ✔ {csv_path.relative_to(root)}")
     cells = {aid: [cell for nb in sorted((root / "release" / aid).glob("*.ipynb"))
                    for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in {o.assignment for o in outcomes}}
-    path = report.write_report(outcomes, build_dir / "report", cells)
+    path = report.write_report(outcomes, build_dir / "report", cells, root / "feedback")
     print(f"  ✔ {path.relative_to(root)}，{path.with_suffix('.html').relative_to(root)}")
 
 

@@ -5,13 +5,22 @@ import tempfile
 from pathlib import Path
 
 
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, text):
-    """Write a text file so that a reader sees the old or the new content, never a half-written one."""
+    """Write a text file so that a reader sees the old or the new content, never a half-written one. It gets
+    the permissions of an ordinary new file (readable by the course's group under the usual umask), not the
+    0600 of a temporary one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
         f.write(text)
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
 
 

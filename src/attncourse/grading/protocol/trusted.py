@@ -9,7 +9,7 @@ import ast
 import builtins
 
 from ... import checks
-from .. import syntax
+from .. import syntax, text
 from . import wire
 from .probe import GRADER_FILE
 from .remote import KernelLost, KernelTimeout, StudentError
@@ -19,7 +19,7 @@ BUILTINS = set(dir(builtins))
 
 class Verdict:
     def __init__(self, passed, message=""):
-        self.passed, self.message = passed, message
+        self.passed, self.message = passed, text.cap(message, 2000)  # it may quote what the student's code sent
 
 
 def free_names(source):

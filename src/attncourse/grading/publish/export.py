@@ -14,6 +14,7 @@ from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from ..files import write_atomic
+from ..text import for_csv
 from ..model import Status
 from ..records import counted, read_record
 
@@ -41,7 +42,8 @@ class LMSExport(ExportPlugin):
                 total = PENDING if PENDING in (score, total) else total + (score or 0.0)
                 notes += [f"{name}：{note}"] if note else []
             full_name = f"{student.last_name or ''}{student.first_name or ''}"
-            out.writerow([student.id, full_name, *row, total if total == PENDING else f"{total:g}", "；".join(notes)])
+            out.writerow([for_csv(student.id), for_csv(full_name), *row, total if total == PENDING else f"{total:g}",
+                          for_csv("；".join(notes), 2000)])
         write_atomic(dest if dest.is_absolute() else root / dest, "\ufeff" + buffer.getvalue())
         self.log.info("Exported grades to %s", dest)
 

@@ -1,6 +1,7 @@
 """The class report: grades CSV, score histograms, pass rate per test cell, failed submissions."""
 import csv
 import io
+import os
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -15,6 +16,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from ...plotting import use_course_style  # noqa: E402
 from ..files import write_atomic  # noqa: E402
 from ..model import Outcome, Status  # noqa: E402
+from ..text import for_csv, for_markdown, for_terminal  # noqa: E402
 
 STATUS_ZH = {Status.GRADED: "已评分", Status.KEPT: "已评分（沿用）", Status.FAILED: "评分失败", Status.ERROR: "工具出错"}
 
@@ -33,9 +35,10 @@ def write_grades_csv(outcomes, path):
     w.writerow(COLUMNS)
     for o in outcomes:
         ok = o.status.has_score
-        w.writerow([o.assignment, o.student, o.status, f"{o.score:g}" if ok else "",
+        w.writerow([o.assignment, for_csv(o.student), o.status, f"{o.score:g}" if ok else "",
                     f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "",
-                    f"{o.withheld:g}" if ok else "", o.reason, "；".join(o.flags), "；".join(o.notes)])
+                    f"{o.withheld:g}" if ok else "", for_csv(o.reason), for_csv("；".join(o.flags), 2000),
+                    for_csv("；".join(o.notes), 2000)])
     write_atomic(path, "\ufeff" + buffer.getvalue())  # BOM: Excel opens Chinese correctly
 
 
@@ -61,9 +64,23 @@ def _pass_rates(rates, title, path):
     plt.close(fig)
 
 
-def write_report(outcomes, out_dir, test_cells):
+def _student_rows(items, out_dir, feedback_dir):
+    """The per-student table of one assignment: score, pending, what is held and why, link to the feedback."""
+    rows = ["| 学生 | 状态 | 得分 | 待人工评分 | 待复核 | 原因 / 复核 | 反馈 |", "|---|---|---|---|---|---|---|"]
+    for o in sorted(items, key=lambda o: o.student):
+        pages = sorted((Path(feedback_dir) / o.student / o.assignment).glob("*.html")) if feedback_dir else []
+        link = " ".join(f"[{for_markdown(p.stem)}](<{os.path.relpath(p, out_dir)}>)" for p in pages) or "—"
+        why = o.reason or "；".join(o.flags)
+        score = f"{o.score:g} / {o.max_score:g}" if o.status.has_score else "—"
+        rows.append(f"| {for_markdown(o.student)} | {STATUS_ZH.get(o.status, o.status)} | {score} | "
+                    f"{o.pending:g} | {o.withheld:g} | {for_markdown(why, 300)} | {link} |")
+    return rows + [""]
+
+
+def write_report(outcomes, out_dir, test_cells, feedback_dir=None):
     """`report.md` and `report.html` (opens in a browser) with PNG plots in `out_dir`; `test_cells` maps
-    assignment -> test grade_ids. Returns the Markdown file's path."""
+    assignment -> test grade_ids; `feedback_dir` holds the published feedback the student table links to.
+    Returns the Markdown file's path. What came from students is escaped (`text.for_markdown`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     by_assignment = defaultdict(list)
@@ -93,20 +110,23 @@ def write_report(outcomes, out_dir, test_cells):
                 sec += [f"![{aid} 各测试通过率]({aid}-tests.png)", "", "| 测试单元格 | 满分通过率 |", "|---|---|"]
                 sec += [f"| `{c}` | {r * 100:.0f}% |" for c, r in rates.items()]
                 sec.append("")
+        sec += ["### 每名学生", ""] + _student_rows(items, out_dir, feedback_dir)
         flagged = [o for o in items if o.flags]
         if flagged:
             sec += ["### 需人工复核的提交（自动评分的分数在复核前不计入）", "",
                     "| 学生 | 暂不计入 | 原因 |", "|---|---|---|"]
-            sec += [f"| {o.student} | {o.withheld:g} | {'；'.join(o.flags)} |" for o in flagged]
-            sec += ["", "在 formgrader 中查看这些提交的代码，为标记为“需人工评分”的测试单元格给分后，分数即计入。", ""]
+            sec += [f"| {for_markdown(o.student)} | {o.withheld:g} | {for_markdown('；'.join(o.flags), 2000)} |"
+                    for o in flagged]
+            sec += ["", "在 formgrader 中打开提交可以看到每条原因所在的行；确认后运行 `course review <作业> <学生> "
+                    "--accept`（计入）或 `--reject`（记 0 分），或在 formgrader 中逐个给分。", ""]
         noted = [o for o in items if o.notes]
         if noted:
             sec += ["### 评分时的说明", "", "| 学生 | 说明 |", "|---|---|"]
-            sec += [f"| {o.student} | {'；'.join(o.notes)} |" for o in noted]
+            sec += [f"| {for_markdown(o.student)} | {for_markdown('；'.join(o.notes), 2000)} |" for o in noted]
             sec.append("")
         if failed:
             sec += ["### 评分失败的提交（未计分，不是 0 分）", "", "| 学生 | 原因 |", "|---|---|"]
-            sec += [f"| {o.student} | {o.reason} |" for o in failed]
+            sec += [f"| {for_markdown(o.student)} | {for_markdown(o.reason)} |" for o in failed]
             sec.append("")
         sections += sec
     text = "\n".join(lines + [""] + sections) + "\n"
@@ -138,17 +158,17 @@ def summary_table(outcomes):
         score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
         pending = f"{o.pending:g}" if ok and o.pending else ""
         note = o.reason or (f"⚠ 复核前暂不计入 {o.withheld:g} 分：" + "；".join(o.flags) if o.flags else "")
-        rows.append(f"{o.assignment:14s} {o.student:18s} {STATUS_ZH.get(o.status, o.status):10s} {score:>9s} "
-                    f"{pending:>6s}  {note}")
+        rows.append(f"{o.assignment:14s} {for_terminal(o.student, 64):18s} {STATUS_ZH.get(o.status, o.status):10s} "
+                    f"{score:>9s} {pending:>6s}  {for_terminal(note)}")
     return "\n".join(rows)
 
 
 def describe(o: Outcome) -> str:
     """One line of `course grade`'s progress for a finished submission."""
-    head = f"{o.assignment:14s} {o.student:18s}"
-    review = f"  ⚠ 需人工复核（{o.withheld:g} 分暂不计入）：{'；'.join(o.flags)}" if o.flags else ""
+    head = f"{o.assignment:14s} {for_terminal(o.student, 64):18s}"
+    review = f"  ⚠ 需人工复核（{o.withheld:g} 分暂不计入）：{for_terminal('；'.join(o.flags))}" if o.flags else ""
     if o.status.has_score:
         mark = "✔" if o.status == Status.GRADED else "＝"
         manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""
         return f"{head} {mark} {o.score:g}/{o.max_score:g}{manual}  ({o.seconds:.1f} s){review}"
-    return f"{head} ✘ {o.reason}  ({o.seconds:.1f} s)"
+    return f"{head} ✘ {for_terminal(o.reason)}  ({o.seconds:.1f} s)"
