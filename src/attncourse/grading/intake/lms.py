@@ -36,6 +36,7 @@ COPY_SUFFIX = re.compile(r"(\s*[\(（](?P<paren>\d+)[\)）]|-(?P<dash>\d+))$")
 TIME_FORMATS = ("%Y-%m-%d-%H-%M-%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d-%H%M%S",
                 "%Y-%m-%d %H:%M", "%Y-%m-%d-%H-%M", "%Y%m%d%H%M")
 ZONE_WORDS = re.compile(r"\s*(UTC|UCT|GMT|Z)$", re.I)
+SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by the archiver's system, not by a student
 COMPOUND_SURNAMES = ("欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "尉迟", "公孙", "慕容", "令狐", "长孙", "宇文",
                      "司徒", "夏侯", "轩辕", "端木", "独孤", "南宫", "西门", "万俟", "闻人", "赫连", "澹台", "公冶")
 
@@ -177,6 +178,8 @@ def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: l
         raise FileNotFoundError(f"{source} 不是 zip 文件或文件夹")
     found = []
     for upload in uploads:
+        if upload.name in SYSTEM_FILES or upload.name.startswith("._") or upload.folder == "__MACOSX":
+            continue
         info = plugin.collect(upload.name) or (plugin.collect(f"{upload.folder}_{upload.name}") if upload.folder
                                                else None)
         if not info:

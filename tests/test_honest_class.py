@@ -1,0 +1,96 @@
+"""An ordinary honest class (catalog/honest.py: 42 students, correct answers in several styles, six editors,
+Windows and UTF-8 zips, a folder per student, double and late uploads, the usual harmless habits), collected
+and graded by the semester commands: every honest student gets exactly the clean answer's points, nothing is
+held, no self-check costs a point, names are right in the gradebook and the export, and feedback is published.
+"""
+import csv
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from nbgrader.api import Gradebook
+
+from conftest import ROOT, copy_course
+
+pytestmark = pytest.mark.slow
+
+A1 = "a1_scoring"
+
+
+def course(root, *args):
+    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], capture_output=True,
+                         text=True, timeout=1800)
+    assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run.stdout
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = copy_course(tmp_path_factory.mktemp("honest"))
+    course(root, "release", A1)
+    spec = importlib.util.spec_from_file_location("honest", ROOT / "catalog" / "honest.py")
+    honest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(honest)
+    downloads, students = honest.write_downloads(root, root / "downloads")
+    collected = [course(root, "collect", str(d), "--assignment", A1) for d in downloads]
+    grade = course(root, "grade", A1)
+    course(root, "feedback")
+    course(root, "report")
+    course(root, "export", "--to", "build/lms.csv")
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    with open(root / "build" / "lms.csv", encoding="utf-8-sig") as f:
+        lms = {r["学号"]: r for r in csv.DictReader(f)}
+    return root, students, collected, grade, rows, lms
+
+
+def test_the_class_is_realistic(graded):
+    _, students, _, _, _, _ = graded
+    assert len(students) >= 40
+    assert {s["editor"] for s in students.values()} == {"jupyterlab", "notebook6", "vscode", "pycharm", "colab",
+                                                       "windows"}
+    assert len({s["style"] for s in students.values()}) >= 4 and len({s["habit"] for s in students.values()}) >= 7
+
+
+def test_every_upload_is_collected_under_the_right_student(graded):
+    root, students, collected, _, _, _ = graded
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == sorted(students)
+    unmatched = [line for out in collected for line in out.splitlines() if "未收集" in line]
+    assert unmatched == []  # macOS's __MACOSX entries are the archiver's, not uploads
+
+
+def test_every_honest_student_gets_the_clean_answers_points_and_nothing_is_held(graded):
+    root, students, _, grade, rows, _ = graded
+    assert set(rows) == set(students)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        clean = None
+        wrong = []
+        for sid, info in students.items():
+            row = rows[sid]
+            sub = gb.find_submission(A1, sid)
+            auto = sum(g.auto_score or 0 for nb in sub.notebooks for g in nb.grades if g.cell.cell_type == "code"
+                       and g.cell.name not in {c.name for c in nb.notebook.solution_cells})
+            maximum = sum(g.max_score for nb in sub.notebooks for g in nb.grades if g.cell.cell_type == "code"
+                          and g.cell.name not in {c.name for c in nb.notebook.solution_cells})
+            clean = clean or maximum
+            if row["status"] != "graded" or auto != maximum or row["review"] or row["withheld_for_review"] != "0":
+                wrong.append(f"{sid} ({info}): {row['status']} {auto}/{maximum} held {row['withheld_for_review']}"
+                             f" review {row['review']!r} reason {row['reason']!r}")
+    assert clean and not wrong, "\n".join(wrong)
+    assert "⚠" not in grade
+
+
+def test_names_are_right_in_the_gradebook_and_the_export(graded):
+    root, students, _, _, _, lms = graded
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        names = {s.id: f"{s.last_name}{s.first_name}" for s in gb.students}
+    assert names == {sid: info["name"] for sid, info in students.items()}
+    assert {sid: row["姓名"] for sid, row in lms.items()} == names
+    assert all(row[A1] == "20" and "待复核" not in row["说明"] for row in lms.values()), \
+        [row for row in lms.values() if row[A1] != "20"][:3]
+
+
+def test_feedback_is_published_for_everyone(graded):
+    root, students, _, _, _, _ = graded
+    assert sorted(p.parent.parent.name for p in (root / "feedback").rglob("*.html")) == sorted(students)
