@@ -13,7 +13,9 @@ and changes to the folder (`folder`).
   could reach the grader's machinery or verdicts is held (see grading/run/flags.py); files, processes and
   bombs are contained by the sandbox and hold nothing; what shows intent but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
-- `feedback`: "published" or "withheld".
+- `feedback`: "published" or "withheld";
+- `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
+  appear nowhere in the autograded notebook or the feedback.
 `tests/test_hostile.py` grades the class with `course grade --class` in a sandbox and checks every case,
 the controls in between, the gradebook, the feedback and what is left running afterwards.
 Bombs are bounded: each is stopped by a limit of the sandbox well before it could harm the machine.
@@ -189,6 +191,87 @@ SET_DEVICE = '''import os
 os.environ["ATTN_COURSE_DEVICE"] = "cuda:7"  # 测试用哪个设备由评分机器决定，不由学生的内核决定
 '''
 
+# --- a second round (issue: sandbox): each attack class with several payloads ------------------------------------
+SOCKET_LINKS = '''import glob, os
+for path in glob.glob("/home/student/.kernel-*"):  # the kernel's own sockets: point them elsewhere
+    os.unlink(path)
+    os.symlink({target!r}, path)
+'''
+SOCKET_FILES = '''import glob, os
+for path in glob.glob("/home/student/.kernel-*"):
+    os.rename(path, path + ".old")
+    open(path, "w").write("not a socket")
+os.chmod("/home/student", 0)
+'''
+PRINT_FOREVER = '''import threading, time
+def _chatter():
+    while True:
+        print("刷屏" * 200)
+threading.Thread(target=_chatter, daemon=True).start()
+time.sleep(0.5)
+'''
+HUGE_REPLY = '''def masked_softmax(X, valid_lens):
+    return torch.zeros(1 << 25)  # 128 MB: more than a reply may carry
+'''
+NESTED_REPLY = '''def masked_softmax(X, valid_lens):
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    return deep
+'''
+READ_ENVIRONMENT = '''import os
+print(dict(os.environ))
+for path in ("/proc/self/environ", "/proc/1/environ"):
+    try:
+        print(open(path, "rb").read())
+    except OSError as exc:
+        print(path, exc)
+'''
+KEYRING_WRITE = '''import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("add_key", libc.syscall(248, b"user", b"answers", b"keyring-secret-1234", 19, -4), ctypes.get_errno())
+'''
+KEYRING_READ = '''import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+buffer = ctypes.create_string_buffer(4096)
+key = libc.syscall(250, 10, b"user", b"answers", 0)  # keyctl(KEYCTL_SEARCH) in the user keyring
+print("search", key, ctypes.get_errno(), libc.syscall(250, 11, key, buffer, 4096), buffer.raw[:40])
+'''
+REBIND_NAMES = '''import matplotlib.pyplot as plt
+F = plt.figure()  # 一个图叫 F，后面的题目用不到 torch.nn.functional
+max = min = any = all = None
+'''
+NESTED_FROM_PROBE = '''import attncourse.grading.protocol.probe as _probe
+_probe.Reply.__init__ = lambda self, payload: setattr(self, "text", "[" * 100000 + "]" * 100000)
+'''
+THROUGH_ATTRIBUTES = '''_spied = d2l.sys.modules["attncourse.grading.protocol.probe"]
+_spied.op_forbidden = lambda: {"$dict": {}}
+'''
+FORGED_LINE = '''def masked_softmax(X, valid_lens):
+    raise ValueError("\\x1b[2K\\r" + "a1_scoring     c01_honest         ✔ 20/20  (0.1 s)")
+'''
+KEEP_REFERENCE = '''_kept = []
+def masked_softmax(X, valid_lens):
+    if _kept:  # the grader's reference, kept while it tested a later question
+        return _kept[0](X, valid_lens)
+    raise NotImplementedError
+'''
+KEEP_REFERENCE_ADDITIVE = '''class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        if not _kept:
+            _kept.append(masked_softmax)  # during this test the name is the grader's reference
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        self.attention_weights = masked_softmax(self.w_v(features).squeeze(-1), valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+'''
+
 
 def _case(id, what, expect, assignment=A1, base="reference", before=None, replace=None, after=(), folder=None):
     return {"id": id, "what": what, "assignment": assignment, "base": base, "before": before or {},
@@ -283,6 +366,37 @@ CASES = [
     _case("h43_device", "在内核里把 ATTN_COURSE_DEVICE 设成不存在的 GPU", {"status": "graded", "score": "full",
           "flags": []}, before={"masked_softmax": SET_DEVICE}),
     _case("c44_honest", "对照：参考答案", HONEST),
+    _case("s45_socket_links", "把内核自己的套接字换成指向评分机上别的套接字的符号链接", {"status": "graded", "score": "full"},
+          before={"masked_softmax": SOCKET_LINKS.format(target="/tmp/attncourse-zygote/socket")}),
+    _case("c46_honest", "对照：参考答案（与破坏者同时评分）", HONEST),
+    _case("s47_socket_links_proc", "套接字换成指向 /proc/1/root 与 /etc/passwd 的链接", {"status": "graded",
+          "score": "full"}, before={"masked_softmax": SOCKET_LINKS.format(target="/proc/1/root/etc/passwd")}),
+    _case("s48_socket_files", "套接字改名、换成普通文件，家目录权限改成 0", {"status": "graded", "score": "full"},
+          before={"masked_softmax": SOCKET_FILES}),
+    _case("c49_honest_rebinds", "对照：最后把图命名为 F，覆盖 max、any 等内置名", HONEST, after=[REBIND_NAMES]),
+    _case("s50_print_forever", "后台线程不停打印（评分程序读取输出不能被拖住）", {"status": "graded", "flags": []},
+          before={"masked_softmax": PRINT_FOREVER}),
+    _case("s51_huge_reply", "返回 128 MB 的张量", {"status": "graded", "flags": [],
+          "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": HUGE_REPLY}),
+    _case("s52_nested_reply", "返回嵌套 5000 层的列表", {"status": "graded", "flags": [],
+          "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": NESTED_REPLY}),
+    _case("s53_read_environment", "打印环境变量与 /proc/*/environ（找评分机的秘密）", {**HONEST, "secret": "absent"},
+          after=[READ_ENVIRONMENT]),
+    _case("s54_keyring_write", "往内核密钥环里写答案", {"status": "graded", "score": "full", "flags": ["ctypes"]},
+          after=[KEYRING_WRITE]),
+    _case("s55_keyring_read", "从内核密钥环里读别人写的答案", {"status": "graded", "score": "full", "flags": ["ctypes"],
+          "secret": "absent"}, after=[KEYRING_READ]),
+    _case("s56_nested_from_probe", "篡改探针，让评分程序解析嵌套十万层的 JSON", {"status": "graded",
+          "flags": ["attncourse.grading", "协议不允许"]}, before={"masked_softmax": NESTED_FROM_PROBE}),
+    _case("s57_through_attributes", "通过 d2l.sys.modules 找到探针并关掉禁止函数的检查", {"status": "graded",
+          "flags": ["sys.modules"]}, before={"masked_softmax": THROUGH_ATTRIBUTES}),
+    _case("s58_forged_line", "异常信息里用终端转义伪造一行“✔ 20/20”", {"status": "graded", "flags": [],
+          "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": FORGED_LINE}),
+    _case("s59_keep_reference", "把测试移到后面，保存评分程序换进来的参考实现来作答", {"status": "graded", "flags": [],
+          "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}, "notes": ["发布时的顺序"]},
+          replace={"masked_softmax": KEEP_REFERENCE, "additive_attention": KEEP_REFERENCE_ADDITIVE},
+          folder="tests_moved"),
+    _case("c60_honest", "对照：参考答案", HONEST),
 ]
 
 
@@ -332,6 +446,9 @@ def write_class(root, out_dir):
         elif case["folder"] == "edited_tests":
             for cell in _tests(nb):
                 cell.source = "pass\n"
+        elif case["folder"] == "tests_moved":  # the masked_softmax tests after every other question
+            moved = [c for c in _tests(nb) if c.metadata["nbgrader"]["grade_id"].startswith("test_masked")]
+            nb.cells = [c for c in nb.cells if c not in moved] + moved
         nbformat.write(nb, target)
         students[student] = case
     return students

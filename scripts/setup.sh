@@ -2,8 +2,8 @@
 # Installs everything the course needs on a fresh Debian/Ubuntu machine (or a conda env), idempotently:
 #   - a Python 3.11 virtual environment in .venv: the course package (editable) and its dependencies,
 #     pinned by constraints.txt (requirements.txt);
-#   - a CJK font for Chinese in figures, Chromium for the slide checks, bubblewrap for the grading sandbox
-#     (apt, when run as root);
+#   - a CJK font for Chinese in figures, Chromium for the slide and TA-screen checks, bubblewrap and libseccomp
+#     for the grading sandbox (apt, when run as root);
 #   - reveal.js, MathJax, require.js and jQuery from the npm registry, for offline slides and feedback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,7 @@ need_apt=()
 fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+ldconfig -p 2>/dev/null | grep -q "libseccomp.so.2" || need_apt+=(libseccomp2)  # the sandbox's seccomp filter
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

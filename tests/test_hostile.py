@@ -6,6 +6,8 @@ reach the gradebook, other students, the feedback, the CSV or the machine after 
 """
 import csv
 import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
@@ -30,15 +32,19 @@ c.Sandbox.mode = "required"
 SANDBOX_UIDS = range(61000, 71000)
 
 
-def course(root, *args, timeout=1800):
+SECRETS = ("grader-secret-4711", "keyring-secret-1234")  # the grading run's environment; what s54 writes
+
+
+def course(root, *args, timeout=1800, env=None):
     return subprocess.run([sys.executable, "-m", "attncourse.cli", *args], cwd=root, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 def grade_class(root, class_dir):
-    """What an instructor runs: release, grade the class folder, feedback, report. Returns the grade run."""
+    """What an instructor runs: release, grade the class folder (with a secret in the grader's environment),
+    feedback, report. Returns the grade run."""
     assert course(root, "release", "a1_scoring", "a2_multihead").returncode == 0
-    run = course(root, "grade", "--class", str(class_dir))
+    run = course(root, "grade", "--class", str(class_dir), env={**os.environ, "ATTN_TEST_SECRET": SECRETS[0]})
     for step in ("feedback", "report"):
         done = course(root, step)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -80,6 +86,12 @@ def test_the_run_completes_for_everyone(graded):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "警告：无法建立评分沙箱" not in run.stdout
     assert len(graded["students"]) >= 40
+
+
+def test_student_text_cannot_forge_the_console(graded):
+    out = graded["run"].stdout
+    assert "\x1b" not in out and "\r" not in out.replace("\r\n", "\n")
+    assert len([line for line in out.splitlines() if "c01_honest" in line and "✔ 20/20" in line]) == 1
 
 
 def test_grades_csv_has_one_row_per_case_and_nothing_else(graded):
@@ -126,6 +138,11 @@ def test_every_case_gets_its_expected_outcome(graded):
         if "reason" in want and want["reason"] not in row["reason"]:
             problems.append(f"reason {row['reason']!r} lacks {want['reason']!r}")
         problems += [f"notes {row['notes']!r} lack {w!r}" for w in want.get("notes", []) if w not in row["notes"]]
+        if want.get("secret") == "absent":
+            outputs = json.dumps([c.get("outputs", []) for p in (root / "autograded" / student).rglob("*.ipynb")
+                                  for c in nbformat.read(p, as_version=4).cells], ensure_ascii=False)
+            pages = "".join(p.read_text(encoding="utf-8") for p in (root / "feedback" / student).rglob("*.html"))
+            problems += [f"{secret!r} reached the student" for secret in SECRETS if secret in outputs + pages]
         feedback = root / "feedback" / student / case["assignment"]
         if want.get("feedback") == "published" and not list(feedback.glob("*.html")):
             problems.append("feedback missing")

@@ -33,3 +33,76 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
         NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
         assert zygote.proc.poll() is None, "a new preloading process should be running"
     assert nb.cells[0].outputs[0].text.strip().isdigit()
+
+
+# --- the grader reaches a kernel's sockets without following what the kernel wrote ------------------------------
+
+def test_kernel_sockets_are_opened_without_following_links(tmp_path, monkeypatch):
+    import os
+    import socket
+
+    from attncourse.grading.isolation import preload
+    home = tmp_path / "home" / "student"
+    home.mkdir(parents=True)
+    monkeypatch.setattr(preload, "KERNEL_IPC", str(home / ".kernel"))
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(home / ".kernel-1"))
+    server.listen(1)
+    fds = preload.open_sockets(os.getpid(), os.getuid(), [1])
+    link = tmp_path / "link-1"
+    os.symlink(f"/proc/self/fd/{fds[0]}", link)
+    os.unlink(home / ".kernel-1")  # the student removes the socket file and plants a link to another socket
+    other = socket.socket(socket.AF_UNIX)
+    other.bind(str(tmp_path / "elsewhere"))
+    os.symlink(tmp_path / "elsewhere", home / ".kernel-1")
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(str(link))
+    accepted, _ = server.accept()  # the kernel's own socket answered, not the one the link points to
+    accepted.close()
+    with pytest.raises(RuntimeError, match="not a socket of its own"):
+        preload.open_sockets(os.getpid(), os.getuid(), [1], timeout=1)  # a planted link is refused
+    os.rename(home, tmp_path / "moved")
+    os.symlink(tmp_path / "moved", home)  # a folder of the path replaced by a link
+    with pytest.raises(OSError):
+        preload.open_sockets(os.getpid(), os.getuid(), [1], timeout=1)
+
+
+@pytest.mark.parametrize("request_", [
+    None, [], {"argv": "ls", "env": {}, "cwd": "/"}, {"argv": [], "env": {"A": 1}, "cwd": "/"},
+    {"argv": [], "env": {}, "cwd": "/", "extra": 1},
+    {"argv": [], "env": {}, "cwd": "/", "sandbox": {"settings": {}, "uid": 0, "files": {}}},
+    {"argv": [], "env": {}, "cwd": "/", "sandbox": {"settings": {}, "uid": 61000, "files": {"/etc/passwd": ""}}},
+    {"argv": [], "env": {}, "cwd": "/",
+     "sandbox": {"settings": {}, "uid": 61000, "files": {"/home/student/../../etc/x": ""}}},
+])
+def test_the_preloading_process_refuses_requests_it_cannot_trust(request_):
+    from attncourse.grading.isolation import preload
+    with pytest.raises(ValueError):
+        preload.valid_request(request_)
+    assert preload.valid_request({"argv": ["-f", "x"], "env": {"A": "1"}, "cwd": "/home/student", "sandbox": {
+        "settings": {}, "uid": 61000, "files": {"/home/student/x.ipynb": ""}}})
+
+
+@pytest.mark.slow
+@pytest.mark.needs_root
+def test_a_sandboxed_kernel_sees_no_grader_environment_and_no_keyring(tmp_path, monkeypatch):
+    """The kernel's environment, also as /proc/self/environ shows it, holds nothing of the grader's, and the
+    kernel keyring (shared by a uid's processes) cannot be used: seccomp refuses add_key and keyctl."""
+    from nbclient import NotebookClient
+
+    from attncourse.grading.isolation import preload, sandbox
+    monkeypatch.setenv("ATTN_TEST_SECRET", "grader-secret-4711")
+    code = ("import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "key = libc.syscall(248, b'user', b'note', b'secret', 6, -4)  # add_key to the user keyring\n"
+            "print('add_key', key, ctypes.get_errno())\n"
+            "try:\n    seen = open('/proc/self/environ', 'rb').read().count(b'grader-secret')\n"
+            "except PermissionError:\n    seen = 0  # a process that changed its uid cannot read its own /proc files\n"
+            "print('environ', seen, 'ATTN_TEST_SECRET' in os.environ)\n")
+    nb = new_notebook(cells=[new_code_cell(code)])
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    with preload.preloaded_kernels(print, sandbox.Sandbox()):
+        NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = nb.cells[0].outputs[0].text
+    assert "add_key -1 1" in text and "environ 0 False" in text, text  # EPERM is 1
+    assert "ATTN_TEST_SECRET" not in preload.zygote_env()

@@ -206,3 +206,13 @@ def test_a_forbidden_call_fails_every_later_test_of_its_question(monkeypatch):
     assert "F.scaled_dot_product_attention" in trusted.run_test_cell(size_only, "t2", namespace, session).message
     assert trusted.run_test_cell(other, "t3", namespace, session).passed  # another question
     assert session.answer_of == {"t0": "a", "t1": "a", "t2": "a", "t3": "b"} and set(session.forbidden_answers) == {"a"}
+
+
+def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatch):
+    """An honest student who later names a figure `F` or shadows `max` keeps the points of the questions whose
+    tests swap in the grader's references (they run with the notebook's imports and the real builtins)."""
+    nb, imports = _unit("a1_scoring")
+    extra = ["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nF = plt.figure()\n"
+             "max = min = any = all = abs = None\ntorch_version = torch.__version__"]
+    verdicts = _grade(monkeypatch, nb, imports, tests="test_dot_product", extra=extra)
+    assert len(verdicts) == 2 and all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}

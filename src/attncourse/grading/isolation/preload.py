@@ -18,6 +18,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,8 @@ from . import sandbox as sandboxes
 NAME = "attncourse-preloaded"
 PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
-KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets
+KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 
 
@@ -48,8 +50,7 @@ class Zygote:
 
     def _start(self):
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
-        env = {**os.environ, "MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE}
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.time() + self.timeout
@@ -58,6 +59,14 @@ class Zygote:
                 self.proc.kill()
                 raise RuntimeError("the preloading process did not start")
             time.sleep(0.05)
+
+    def link(self, pid, ports, fds):
+        """A folder of the grader's own with a link per kernel socket to its open file descriptor; returns the
+        prefix to connect to (`<prefix>-<port>`)."""
+        prefix = os.path.join(self.dir, f"k{pid}")
+        for port, fd in zip(ports, fds):
+            os.symlink(f"/proc/{os.getpid()}/fd/{fd}", f"{prefix}-{port}")
+        return prefix
 
     def fork_kernel(self, request):
         """Start a kernel as a fork of the zygote; returns its pid (in the grader's PID namespace)."""
@@ -76,6 +85,48 @@ class Zygote:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def zygote_env():
+    """The zygote's environment, which every kernel can read back from /proc/self/environ: nothing of the
+    grader's but the paths Python needs."""
+    keep = {k: os.environ[k] for k in ("LANG", "LC_ALL", "PYTHONPATH") if k in os.environ}
+    return {**keep, "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": tempfile.gettempdir(),
+            "MPLBACKEND": INLINE}
+
+
+def open_sockets(pid, uid, ports, timeout=60.0):
+    """O_PATH descriptors of a sandboxed kernel's Unix sockets, found without following anything the kernel
+    could have written: each folder of `KERNEL_IPC` is opened with O_NOFOLLOW from the kernel's root, and each
+    socket must be a socket of the kernel's uid. The grader connects through these descriptors, so that a link
+    or another file the kernel puts there later is never followed."""
+    flags = os.O_PATH | os.O_NOFOLLOW
+    deadline = time.monotonic() + timeout
+    root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY)
+    folder = root
+    try:
+        for part in pathlib.PurePosixPath(KERNEL_IPC).parent.parts[1:]:
+            folder, parent = os.open(part, flags | os.O_DIRECTORY, dir_fd=folder), folder
+            os.close(parent)
+        fds = []
+        for port in ports:
+            while True:
+                try:
+                    fd = os.open(f"{pathlib.PurePosixPath(KERNEL_IPC).name}-{port}", flags, dir_fd=folder)
+                except FileNotFoundError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the kernel did not open its sockets") from None
+                    time.sleep(0.05)
+                    continue
+                st = os.fstat(fd)
+                if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
+                    os.close(fd)
+                    raise RuntimeError("the kernel's socket is not a socket of its own")
+                fds.append(fd)
+                break
+        return fds
+    finally:
+        os.close(folder)
 
 
 class ForkedProcess:
@@ -124,6 +175,7 @@ class PreloadedProvisioner(LocalProvisioner):
     sandbox = None
     uids = None
     uid = pool = None
+    fds = ()  # O_PATH descriptors of the sandboxed kernel's sockets (see open_sockets)
 
     async def pre_launch(self, **kwargs):
         if self.sandbox is not None:  # a kernel without network talks over Unix sockets
@@ -151,7 +203,9 @@ class PreloadedProvisioner(LocalProvisioner):
                 "argv": argv, "env": sandboxed_env(env), "cwd": sandboxes.HOME,
                 "sandbox": {"settings": self.sandbox, "uid": self.uid,
                             "files": {k: base64.b64encode(v).decode() for k, v in files.items()}}})
-            info = {**info, "ip": f"/proc/{pid}/root{KERNEL_IPC}"}  # the kernel's sockets, seen from here
+            ports = [info[key] for key in PORTS]
+            self.fds = open_sockets(pid, self.uid, ports)
+            info = {**info, "ip": self.zygote.link(pid, ports, self.fds)}  # the kernel's sockets, through the fds
         self.process = ForkedProcess(pid)
         self.pid = self.pgid = pid  # the kernel calls setsid(): its process group is its own
         self.cwd = pathlib.Path(cwd)
@@ -160,6 +214,9 @@ class PreloadedProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart=False):
         await super().cleanup(restart)
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
         if self.uid is not None:
             self.pool.release(self.uid)
             self.uid = None
@@ -299,8 +356,43 @@ def _fork_sandboxed(request):
     return int(line)
 
 
+MAX_REQUEST = 256 << 20  # bytes of one request (the notebook travels in it, base64)
+
+
+def valid_request(request) -> dict:
+    """A request to fork a kernel, checked field by field (ValueError otherwise): the zygote is root, and a
+    request it misreads must be refused, not obeyed or crash it."""
+    def strings(value, what):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{what} must be a list of strings")
+
+    if not isinstance(request, dict) or set(request) - {"argv", "env", "cwd", "sandbox"}:
+        raise ValueError("unknown request")
+    strings(request.get("argv"), "argv")
+    env = request.get("env")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError("env must map strings to strings")
+    if not isinstance(request.get("cwd"), str):
+        raise ValueError("cwd must be a string")
+    spec = request.get("sandbox")
+    if spec is not None:
+        if not isinstance(spec, dict) or set(spec) != {"settings", "uid", "files"}:
+            raise ValueError("bad sandbox request")
+        if type(spec["uid"]) is not int or spec["uid"] < 1000:
+            raise ValueError("the kernel's uid must be an unprivileged one")
+        files = spec["files"]
+        if not isinstance(files, dict) or not all(
+                isinstance(k, str) and k.startswith(sandboxes.HOME + "/") and ".." not in k.split("/")
+                and isinstance(v, str) for k, v in files.items()):
+            raise ValueError("files must be under the kernel's home")
+        if not isinstance(spec["settings"], dict):
+            raise ValueError("bad sandbox settings")
+    return request
+
+
 def serve(path, grader, modules=()):
-    """The zygote: import once, then fork a kernel per request."""
+    """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
+    the zygote goes on serving."""
     _die_with_parent(grader)
     for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
@@ -312,20 +404,23 @@ def serve(path, grader, modules=()):
     while True:
         conn, _ = server.accept()
         with conn:
-            request = json.loads(conn.makefile().readline())
-            if "sandbox" in request:
-                try:
+            try:
+                request = valid_request(json.loads(conn.makefile("rb").readline(MAX_REQUEST)))
+                if "sandbox" in request:
                     reply = {"pid": _fork_sandboxed(request)}
-                except Exception as exc:  # the grader reports it; the zygote serves the next request
-                    reply = {"error": str(exc)}
-            else:
-                pid = os.fork()
-                if pid == 0:
-                    server.close()
-                    conn.close()
-                    _become_kernel(request)
-                reply = {"pid": pid}
-            conn.sendall(json.dumps(reply).encode() + b"\n")
+                else:
+                    pid = os.fork()
+                    if pid == 0:
+                        server.close()
+                        conn.close()
+                        _become_kernel(request)
+                    reply = {"pid": pid}
+            except Exception as exc:  # the grader reports it; the zygote serves the next request
+                reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            try:
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class Sandbox(Configurable):
     file_size = Int(64 << 20, help="Largest file a kernel may write, in bytes (RLIMIT_FSIZE).").tag(config=True)
     disk = Int(256 << 20, help="Size of each of the kernel's writable folders (/home/student, /tmp), in bytes."
                ).tag(config=True)
-    uid_base = Int(61000, help="Kernels run as uids from uid_base up (one per running kernel, 10000 in all); no "
+    uid_base = Int(61000, help="Kernels run as uids from uid_base up (a new one per kernel, 10000 in all); no "
                                "other process on the machine may use them.").tag(config=True)
 
     def problem(self):
@@ -55,6 +55,10 @@ class Sandbox(Configurable):
             return "需要以 root 身份运行（bubblewrap 以 root 建立命名空间，内核再降为无特权用户）"
         if not shutil.which("bwrap"):
             return "未安装 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap）"
+        try:
+            seccomp_filter()
+        except (ImportError, OSError, RuntimeError) as exc:
+            return f"无法建立 seccomp 过滤（需要 libseccomp2 与 pyseccomp）：{exc}"
         run = subprocess.run(["bwrap", *self.bwrap_args(), "--", "/usr/bin/true"], capture_output=True, text=True)
         return f"bubblewrap 无法运行：{run.stderr.strip()[:300]}" if run.returncode else ""
 
@@ -150,12 +154,38 @@ def become_student(sandbox, uid, files):
                          (resource.RLIMIT_FSIZE, sandbox.file_size), (resource.RLIMIT_CORE, 0),
                          (resource.RLIMIT_NOFILE, 1024)):
         resource.setrlimit(limit, (value, value))
+    flt = seccomp_filter()  # built while the files it needs can still be read
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    flt.load()
     os.chdir(HOME)
+
+
+# System calls a kernel never needs and that could carry data between students or reach outside the sandbox: the
+# kernel keyring (shared by every process of a uid), tracing and reading other processes' memory, namespaces,
+# mounts, kernel modules and BPF. They fail with EPERM (libseccomp, through pyseccomp).
+DENIED_SYSCALLS = ("keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "process_vm_writev",
+                   "perf_event_open", "bpf", "userfaultfd", "mount", "umount2", "unshare", "setns", "pivot_root",
+                   "chroot", "kexec_load", "init_module", "finit_module", "delete_module", "swapon", "swapoff",
+                   "reboot", "acct", "quotactl", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm",
+                   "syslog", "fanotify_init", "move_mount", "open_tree", "fsopen", "fsmount", "fspick")
+
+
+def seccomp_filter():
+    """The kernel's seccomp filter (not yet loaded): everything allowed but DENIED_SYSCALLS."""
+    import errno
+
+    import pyseccomp
+    flt = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        try:
+            flt.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+        except (RuntimeError, ValueError, OSError):
+            continue  # a system call this architecture does not have
+    return flt
 
 
 def kill_holder(proc, holder_pid):
@@ -167,12 +197,14 @@ def kill_holder(proc, holder_pid):
     proc.wait(timeout=10)
 
 
-BLOCK, BLOCKS = 100, 100  # a run's kernels use one block of uids: uid_base + block * BLOCK + 0 … BLOCK - 1
+BLOCK, BLOCKS = 1000, 10  # a run's kernels use one block of uids: uid_base + block * BLOCK + 0 … BLOCK - 1
 
 
 class UidBlock:
     """The uids one grading run gives its kernels: a block no other run on this machine uses at the same time
-    (claimed with an exclusive flock), so that cleaning up never touches another run's kernels."""
+    (claimed with an exclusive flock), so that cleaning up never touches another run's kernels. Each kernel gets
+    a uid no earlier kernel of the run had (a run of more than BLOCK kernels starts again from the first free
+    one), so that nothing a uid owns passes from one student to the next."""
 
     def __init__(self, base):
         folder = Path(tempfile.gettempdir()) / "attncourse-uid-blocks"
@@ -185,15 +217,19 @@ class UidBlock:
                 handle.close()
                 continue
             self.handle, self.first = handle, base + block * BLOCK
-            self.used, self.lock = set(), threading.Lock()
+            self.used, self.lock, self.next = set(), threading.Lock(), 0
             return
         raise RuntimeError(f"all {BLOCKS} blocks of sandbox uids are in use")
 
     def take(self):
         with self.lock:
-            uid = next(u for u in range(self.first, self.first + BLOCK) if u not in self.used)
-            self.used.add(uid)
-            return uid
+            for step in range(BLOCK):
+                uid = self.first + (self.next + step) % BLOCK
+                if uid not in self.used:
+                    self.next = (self.next + step + 1) % BLOCK
+                    self.used.add(uid)
+                    return uid
+            raise RuntimeError(f"all {BLOCK} sandbox uids of this run are in use")
 
     def release(self, uid):
         with self.lock:

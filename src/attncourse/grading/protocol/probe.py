@@ -113,22 +113,30 @@ def op_deepcopy(ref):
     return encode(copy.deepcopy(_objects[ref]))
 
 
-def _define(source, name):
-    namespace = dict(_user_ns())
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _define(source, name, imports):
+    """Define the grader's function or class `name` in a namespace of its own: the notebook's imports, run
+    afresh, over the student's names, and the real builtins. A student's `F = plt.figure()` or `any = ...` at
+    the top level cannot change what the grader's code computes."""
+    namespace = {k: v for k, v in _user_ns().items() if k not in _BUILTIN_NAMES and not k.startswith("__")}
+    for text in imports:
+        exec(compile(text, f"{GRADER_FILE}imports>", "exec"), namespace)  # noqa: S102 - the instructor's imports
     namespace["__builtins__"] = builtins
     exec(compile(source, f"{GRADER_FILE}{name}>", "exec"), namespace)  # noqa: S102 - the grader's own code
     return namespace[name]
 
 
-def op_define(source, name):
-    return encode(_define(source, name))
+def op_define(source, name, imports=()):
+    return encode(_define(source, name, imports))
 
 
-def op_swap_in(references):
+def op_swap_in(references, imports=()):
     ns = _user_ns()
     for name, (source, defined) in references.items():
         _swapped.setdefault(name, ns.get(name, _MISSING))
-        ns[name] = _define(source, defined)
+        ns[name] = _define(source, defined, imports)
 
 
 def op_swap_out(names):

@@ -12,11 +12,27 @@ import sys
 import zlib
 from queue import Empty
 
+import zmq
+import zmq.asyncio
+from jupyter_client.asynchronous import AsyncKernelClient
+
 from .. import syntax
 from . import probe, wire
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
-MAX_REPLY = 64 << 20
+MAX_REPLY = 64 << 20  # bytes of one reply; a larger message is refused while it is read (ZMQ_MAXMSGSIZE)
+DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel printed is dropped per request
+
+
+class BoundedClient(AsyncKernelClient):
+    """The grader's client of a student's kernel: a reply larger than MAX_REPLY is refused by zmq as it arrives
+    (the connection is dropped and the request times out), before it is read into memory and decoded."""
+
+    def _context_default(self):
+        self._created_context = True
+        context = zmq.asyncio.Context()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY + (1 << 20))  # the sockets the channels open later
+        return context
 
 
 class StudentError(Exception):
@@ -73,16 +89,25 @@ class Session:
 
     def __init__(self, send, imports=()):
         self._send = send  # dict request -> dict reply (see kernel_request)
+        self.imports = list(imports)  # sources of the notebook's import cells: the grader's code runs with them
         self.aliases = syntax.module_aliases([t for t in map(syntax.python_source, imports) if t])
         self.cell_source = ""
         self.cell = None  # grade_id of the running test cell
         self.forbidden = None  # (answer, names as the test wrote them, reason) while the running cell forbids some
         self.answer_of = {}  # test grade_id -> the answer (solution grade_id) its forbid() is about
         self.forbidden_answers = {}  # answer -> message, once a test found a forbidden call for it
+        self.tampered = []  # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self._classes = {}
 
     # --- requests -----------------------------------------------------------------------------------------
     def request(self, op, **args):
+        try:
+            return self._request(op, args)
+        except wire.WireError as exc:
+            self.tampered.append(f"{self.cell}：{exc}")
+            raise
+
+    def _request(self, op, args):
         reply = self._send({"op": op, "args": args})
         if type(reply) is not dict or set(reply) not in ({"ok"}, {"error"}):
             raise wire.WireError("内核的回复格式无法识别")
@@ -117,17 +142,22 @@ class Session:
     def resolve(self, names):
         """{name: value or proxy} for the student's names that exist in the kernel."""
         found = self.request("names", names=sorted(names))
-        if type(found) is not dict:
-            raise wire.WireError("内核的回复格式无法识别")
-        return {name: wire.decode_from_kernel(value, self._proxy) for name, value in found.items()
-                if name in names and value != {"$missing": True}}
+        try:
+            if type(found) is not dict:
+                raise wire.WireError("内核的回复格式无法识别")
+            return {name: wire.decode_from_kernel(value, self._proxy) for name, value in found.items()
+                    if name in names and value != {"$missing": True}}
+        except wire.WireError as exc:
+            self.tampered.append(f"{self.cell}：{exc}")
+            raise
 
     def define(self, definition):
-        return self.request("define", source=self._source_of(definition), name=definition.__name__)
+        return self.request("define", source=self._source_of(definition), name=definition.__name__,
+                            imports=self.imports)
 
     def swap_in(self, references):
         self.request("swap_in", references={name: [self._source_of(fn), fn.__name__]
-                                            for name, fn in references.items()})
+                                            for name, fn in references.items()}, imports=self.imports)
 
     def swap_out(self, names):
         self.request("swap_out", names=list(names))
@@ -224,7 +254,7 @@ async def kernel_request(kc, km, request, timeout, grace):
         raise wire.WireError("内核的回复缺失或过大")
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise wire.WireError("内核的回复不是合法的 JSON") from exc
 
 
@@ -244,8 +274,14 @@ async def _shell_reply(kc, km, msg_id, timeout):
 
 
 async def _drain(kc):
-    """Drop what the kernel printed while serving requests (it is not part of any cell's output)."""
-    while True:
+    """Drop what the kernel printed while serving requests (it is not part of any cell's output), within a
+    deadline and a count: a kernel that never stops printing cannot hold the grader here; what is left is read
+    with the next cell's output, whose size is capped."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + DRAIN_SECONDS
+    for _ in range(DRAIN_MESSAGES):
+        if loop.time() > end:
+            return
         try:
             await kc.iopub_channel.get_msg(timeout=0)
         except Empty:

@@ -77,8 +77,9 @@ def run_test_cell(source, grade_id, namespace, session):
         return Verdict(False, forbidden) if forbidden else verdict
     except KernelTimeout:
         return Verdict(False, "运行超时：代码可能陷入了死循环或过慢")
-    except wire.WireError as exc:
-        return Verdict(False, f"无法读取你的代码返回的结果：{exc}")
+    except (wire.WireError, RecursionError) as exc:
+        session.tampered.append(f"{grade_id}：{exc}")
+        return Verdict(False, f"无法读取你的代码返回的结果：{text.cap(exc, 200)}")
     except KernelLost:
         raise
     except Exception as exc:  # e.g. the student's function returned a list where a tensor was expected
@@ -87,5 +88,7 @@ def run_test_cell(source, grade_id, namespace, session):
         checks.SESSION.reset(token)
         try:
             session.end_cell()
-        except (StudentError, KernelTimeout, wire.WireError):
+        except KernelLost:
+            raise
+        except Exception:  # noqa: BLE001 - whatever the kernel sent back, the verdict above stands
             pass

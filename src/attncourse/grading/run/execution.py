@@ -144,6 +144,11 @@ class CourseExecute(QuietKernel, Execute):
             message = self.session.forbidden_answers.get(self.session.answer_of.get(grade_id(cell)))
             if message and is_test_cell(cell):
                 cell.outputs = [_error(message)]
+        if self.session.tampered:  # only a kernel whose grading machinery was changed sends what is not allowed
+            self.result.flags.append("评分时内核返回了协议不允许的数据，提交的代码可能干扰了评分程序："
+                                     + "；".join(dict.fromkeys(self.session.tampered))[:500])
+            self.result.held.update(self.instructor.tests)
+            self.result.review_lines.append((-1, 0, self.result.flags[-1]))
         return nb, resources
 
     def _fail(self, reason):
@@ -161,6 +166,11 @@ class CourseExecute(QuietKernel, Execute):
             self._fail(CRASHED if str(exc) == "died" else hung(self.timeout))
         cell.outputs = [] if verdict.passed else [_error(verdict.message)]
         return cell, resources
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.client_class = f"{remote.BoundedClient.__module__}.{remote.BoundedClient.__name__}"
+        return km
 
     def _send(self, request):
         timeout = max(1.0, self._deadline - time.monotonic())
