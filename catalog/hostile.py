@@ -250,6 +250,12 @@ _spied.op_forbidden = lambda: {"$dict": {}}
 FORGED_LINE = '''def masked_softmax(X, valid_lens):
     raise ValueError("\\x1b[2K\\r" + "a1_scoring     c01_honest         ✔ 20/20  (0.1 s)")
 '''
+HUGE_FROM_PROBE = '''import attncourse.grading.protocol.probe as _probe
+class _Huge:
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {_probe.MIME: "x" * (100 << 20)}
+_probe.serve = lambda request: _Huge()
+'''
 KEEP_REFERENCE = '''_kept = []
 def masked_softmax(X, valid_lens):
     if _kept:  # the grader's reference, kept while it tested a later question
@@ -397,6 +403,9 @@ CASES = [
           replace={"masked_softmax": KEEP_REFERENCE, "additive_attention": KEEP_REFERENCE_ADDITIVE},
           folder="tests_moved"),
     _case("c60_honest", "对照：参考答案", HONEST),
+    _case("s61_huge_from_probe", "篡改探针，发来 100 MB 的回复", {"status": "failed", "reason": "内核"},
+          before={"masked_softmax": HUGE_FROM_PROBE}),
+    _case("c62_honest", "对照：参考答案（与上面的同时评分）", HONEST),
 ]
 
 

@@ -68,7 +68,7 @@ def test_outputs_are_left_in_place(demo_run):
 def test_broken_submissions_fail_with_a_reason_not_a_zero(demo_run):
     _, demo, _, _ = demo_run
     grades = read_grades(demo)
-    report = (demo / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    report = (demo / "build" / "report" / "report.html").read_text(encoding="utf-8")
     aids = {a for a, _ in grades}
     assert len(aids) >= 3
     for aid in aids:
@@ -85,7 +85,7 @@ def test_tampering_is_noted_and_changes_nothing(demo_run):
     grader, so nothing is held; the TA reads a note."""
     _, demo, _, _ = demo_run
     grades = read_grades(demo)
-    report = (demo / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    report = (demo / "build" / "report" / "report.html").read_text(encoding="utf-8")
     for aid in {a for a, _ in grades}:
         row = grades[(aid, "demo_tamper")]
         assert "改写了 torch" in row["notes"] and row["review"] == "" and float(row["score"]) == 0, row

@@ -128,7 +128,7 @@ def test_collect_takes_the_latest_upload_and_reports_what_it_could_not_match(sem
     out = log["collect"].stdout
     assert "作业1-最终版.ipynb" in out and "未收集" in out
     assert log["collected"] == sorted(IDS)
-    assert out.count("保留最新的") == 2
+    assert out.count("评分用最新的") == 2
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         assert (gb.find_student(IDS[9]).last_name, gb.find_student(IDS[9]).first_name) == ("欧阳", "娜娜")
         assert (gb.find_student(IDS[0]).last_name, gb.find_student(IDS[0]).first_name) == ("张", "三")

@@ -291,7 +291,10 @@ def serve(request):
         op = OPS[message["op"]]
         watch = _watch
         value = watch.run(lambda: op(**message["args"])) if watch is not None else op(**message["args"])
-        return Reply({"ok": value})
+        reply = Reply({"ok": value})
+        if len(reply.text) > wire.MAX_REPLY:
+            raise ValueError(f"返回的结果过大（超过 {wire.MAX_REPLY >> 20} MB）")
+        return reply
     except BaseException as exc:  # the student's code may raise anything, KeyboardInterrupt included
         try:
             evalue = str(exc)[:2000]

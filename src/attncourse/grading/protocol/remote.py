@@ -20,18 +20,21 @@ from .. import syntax
 from . import probe, wire
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
-MAX_REPLY = 64 << 20  # bytes of one reply; a larger message is refused while it is read (ZMQ_MAXMSGSIZE)
+SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
 DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel printed is dropped per request
 
 
 class BoundedClient(AsyncKernelClient):
-    """The grader's client of a student's kernel: a reply larger than MAX_REPLY is refused by zmq as it arrives
-    (the connection is dropped and the request times out), before it is read into memory and decoded."""
+    """The grader's client of a student's kernel. The probe refuses to send a reply over `wire.MAX_REPLY`; a
+    message larger than that anyway (a kernel whose probe was changed) is refused by zmq as it arrives, before it
+    is read into memory, and the connection is dropped: a request that then cannot be sent means the kernel is
+    lost."""
 
     def _context_default(self):
         self._created_context = True
         context = zmq.asyncio.Context()
-        context.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY + (1 << 20))  # the sockets the channels open later
+        context.setsockopt(zmq.MAXMSGSIZE, wire.MAX_REPLY + (1 << 20))  # the sockets the channels open later
+        context.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
         return context
 
 
@@ -237,7 +240,10 @@ async def kernel_request(kc, km, request, timeout, grace):
     Raises KernelTimeout when the kernel answered the interrupt sent after `timeout` seconds, and KernelLost
     when it died or ignored the interrupt for `grace` more seconds.
     """
-    msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"r": probe_expression(request)})
+    try:
+        msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"r": probe_expression(request)})
+    except zmq.Again:
+        raise KernelLost("connection") from None
     reply = await _shell_reply(kc, km, msg_id, timeout)
     if reply is None:
         await km.interrupt_kernel()
@@ -250,7 +256,7 @@ async def kernel_request(kc, km, request, timeout, grace):
     if result.get("status") != "ok":
         return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
     text = result.get("data", {}).get(probe.MIME)
-    if not isinstance(text, str) or len(text) > MAX_REPLY:
+    if not isinstance(text, str) or len(text) > wire.MAX_REPLY:
         raise wire.WireError("内核的回复缺失或过大")
     try:
         return json.loads(text)

@@ -20,6 +20,7 @@ MAX_DEPTH = 20
 MAX_ITEMS = 100_000
 MAX_NUMEL = 1 << 26
 MAX_DIMS = 8
+MAX_REPLY = 64 << 20  # characters of one reply from the kernel
 
 
 class WireError(ValueError):

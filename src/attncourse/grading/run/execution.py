@@ -63,6 +63,7 @@ class _Turn:
 
 TURN = _Turn()
 CRASHED = "内核崩溃：提交的代码使 Python 进程退出（如 os._exit、段错误或超出内存限制）"
+LOST = "与内核的连接中断：内核发来了超过上限的数据（提交的代码可能改动了评分程序）"
 
 
 class SubmissionFailed(Exception):
@@ -163,7 +164,7 @@ class CourseExecute(QuietKernel, Execute):
         try:
             verdict = trusted.run_test_cell(self.instructor.sources[gid], gid, self.namespace, self.session)
         except remote.KernelLost as exc:
-            self._fail(CRASHED if str(exc) == "died" else hung(self.timeout))
+            self._fail({"died": CRASHED, "connection": LOST}.get(str(exc), hung(self.timeout)))
         cell.outputs = [] if verdict.passed else [_error(verdict.message)]
         return cell, resources
 
