@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
+from traitlets.config import Config
 
 DB_BUSY_SECONDS = 60  # a gradebook locked by someone else (formgrader, another run) is waited for, then retried
 # What a course author writes; a scratch course (the demo, quickcheck, the benchmark, tests) copies these.
@@ -34,7 +35,7 @@ def copy_course_files(src, dest, items=AUTHORED) -> Path:
     return dest
 
 
-def nbgrader_config(root, submitted=None):
+def nbgrader_config(root, submitted=None) -> Config:
     """nbgrader's config from `nbgrader_config.py`, anchored at `root`. `submitted` points nbgrader at another
     folder of submissions (same layout as `submitted/`)."""
     root = Path(root).resolve()

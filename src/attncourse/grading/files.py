@@ -11,7 +11,7 @@ def _umask():
     return mask
 
 
-def write_atomic(path, text):
+def write_atomic(path, text) -> None:
     """Write a text file so that a reader sees the old or the new content, never a half-written one. It gets
     the permissions of an ordinary new file (readable by the course's group under the usual umask), not the
     0600 of a temporary one."""
@@ -24,7 +24,7 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
-def replace_dir(new, dest, scratch):
+def replace_dir(new, dest, scratch) -> None:
     """Move folder `new` to `dest`, replacing what was there (set aside in `scratch`, then removed).
 
     `new`, `dest` and `scratch` must be on one file system, so that each step is a rename."""

@@ -5,7 +5,7 @@ from pathlib import Path
 LOGGERS = ("traitlets", "nbgrader")
 
 
-def to_file(path):
+def to_file(path) -> Path:
     path = Path(path)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s"))
@@ -17,7 +17,7 @@ def to_file(path):
     return path
 
 
-def tail(path, lines=25):
+def tail(path, lines=25) -> str:
     try:
         return "\n".join(Path(path).read_text(encoding="utf-8").splitlines()[-lines:])
     except OSError:

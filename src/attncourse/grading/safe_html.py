@@ -13,6 +13,7 @@ import bleach
 from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
 from nbconvert.filters.markdown import markdown2html
 from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbformat import NotebookNode
 
 TAGS = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "table",
                                    "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub", "img", "del"})
@@ -69,7 +70,7 @@ def safe_markdown(source: str) -> str:
     return clean_html(rendered) if probe.unsafe else source
 
 
-def sanitize_notebook(nb):
+def sanitize_notebook(nb) -> NotebookNode:
     """Make a student's notebook inert for a browser, in place: markup sanitized in every cell and output,
     attachments other than images dropped, widget state removed."""
     clean = sanitizer()

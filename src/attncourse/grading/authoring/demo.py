@@ -54,7 +54,7 @@ def _first_solution_cell(nb):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
 
 
-def demo_notebooks(root, assignment):
+def demo_notebooks(root, assignment) -> tuple[str, dict]:
     """{student: notebook text} for one assignment."""
     root = Path(root)
     catalog = load_catalog(root, assignment)
@@ -89,7 +89,7 @@ def demo_notebooks(root, assignment):
     return name, texts
 
 
-def write_demo_class(root, out_dir, assignment_ids):
+def write_demo_class(root, out_dir, assignment_ids) -> Path:
     """Write `<out_dir>/<student>/<assignment>/` for every demo student; returns out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

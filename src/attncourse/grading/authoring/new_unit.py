@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from ...notebooks import DECKS, KERNELSPEC, TITLE_TAG, decks, tidy
@@ -26,7 +27,7 @@ def _title(text):
     return new_markdown_cell(f"<h1>{text}</h1>", metadata={"tags": [TITLE_TAG], "slideshow": {"slide_type": "slide"}})
 
 
-def source_notebook(title, deck_name):
+def source_notebook(title, deck_name) -> NotebookNode:
     """The assignment's source: one exercise in the course's pattern, with comments for the author."""
     return new_notebook(cells=[
         _title(f"作业：{title}"),
@@ -66,7 +67,7 @@ def source_notebook(title, deck_name):
     ], metadata={"kernelspec": dict(KERNELSPEC)})
 
 
-def catalog_text(unit, notebook, deck_name):
+def catalog_text(unit, notebook, deck_name) -> str:
     return f'''"""Catalog of assignment {unit}.
 
 LECTURER: the lecturer's own code for every answer cell, verbatim (it must earn full marks).
@@ -93,7 +94,7 @@ VARIANTS = [
 '''
 
 
-def deck_notebook(title):
+def deck_notebook(title) -> NotebookNode:
     return new_notebook(cells=[
         _title(title),
         new_markdown_cell("## 准备", metadata={"slideshow": {"slide_type": "slide"}}),

@@ -23,7 +23,7 @@ from ..run import autograde
 from .variants import catalog_cases, load_catalog
 
 
-def failed_tests(root, outcome, tests):
+def failed_tests(root, outcome, tests) -> dict:
     """{test grade_id: verdict} of the cells where `outcome` lost points, read from its autograded notebook."""
     found = {}
     for path in (root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"):
@@ -34,7 +34,7 @@ def failed_tests(root, outcome, tests):
     return found
 
 
-def main(assignment, only=()):
+def main(assignment, only=()) -> int:
     use_this_environment()
     warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's ORM chatter says nothing to an author
     source_root = find_root()

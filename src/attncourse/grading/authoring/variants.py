@@ -15,13 +15,15 @@ import ast
 import copy
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
+from nbformat import NotebookNode
 
 from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
 
 
-def load_catalog(root, assignment):
+def load_catalog(root, assignment) -> ModuleType:
     path = Path(root) / "catalog" / f"{assignment}.py"
     spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
     module = importlib.util.module_from_spec(spec)
@@ -29,7 +31,7 @@ def load_catalog(root, assignment):
     return module
 
 
-def with_code(nb, cells=None, edits=None):
+def with_code(nb, cells=None, edits=None) -> NotebookNode:
     """A copy of `nb` with solution cells replaced (`cells`) or edited (`edits`)."""
     nb = copy.deepcopy(nb)
     by_id = cells_by_id(nb)
@@ -45,7 +47,7 @@ def with_code(nb, cells=None, edits=None):
     return nb
 
 
-def answered(release_nb, source_nb, replace_cells=None, edits=None):
+def answered(release_nb, source_nb, replace_cells=None, edits=None) -> NotebookNode:
     """The student version with every solution cell filled in from `source_nb` (then changed)."""
     nb = copy.deepcopy(release_nb)
     answers = cells_by_id(with_code(source_nb, replace_cells, edits))
@@ -56,11 +58,11 @@ def answered(release_nb, source_nb, replace_cells=None, edits=None):
     return nb
 
 
-def source_notebook(root, assignment, catalog):
+def source_notebook(root, assignment, catalog) -> NotebookNode:
     return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
 
 
-def catalog_cases(root, assignment):
+def catalog_cases(root, assignment) -> dict:
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
     code, the other correct answers (`correct_<name>`) and every variant that shows on this machine
     (`needs_cuda` ones only where CUDA is used)."""
@@ -76,13 +78,13 @@ def catalog_cases(root, assignment):
     return cases
 
 
-def uses_cuda():
+def uses_cuda() -> bool:
     """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
     from ...device import get_device
     return get_device().type == "cuda"
 
 
-def deck_definitions(catalog_file, deck, names):
+def deck_definitions(catalog_file, deck, names) -> dict:
     """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
     that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
     definition of a name wins. Empty when the course has no decks (a copy made without them)."""

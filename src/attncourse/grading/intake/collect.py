@@ -52,7 +52,7 @@ def _replace_earlier(root, dest, when, student, assignment):
             f"旧的移到了 {archive.relative_to(root)}"), True
 
 
-def import_class(cfg, root, class_dir, assignment_ids):
+def import_class(cfg, root, class_dir, assignment_ids) -> list:
     """Copy a folder laid out as <student>/<assignment>/ into submitted/, with the same rule as `collect`:
     an existing submission is replaced only by a later one (by timestamp.txt, else the folder's time, in UTC).
     Returns notes."""
@@ -80,7 +80,7 @@ def _when(t):
     return f"{t:%Y-%m-%d %H:%M:%S} UTC"
 
 
-def collect(cfg, root, source, assignment, released):
+def collect(cfg, root, source, assignment, released) -> Collected:
     """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names."""
     root = Path(root)
     plugin = LMSFileNames(config=cfg)

@@ -99,7 +99,7 @@ class Upload:
         return int(m.group("paren") or m.group("dash")) if m else 0
 
 
-def split_name(full):
+def split_name(full) -> tuple[str, str]:
     """(last_name, first_name) of a Chinese name: the surname first, as formgrader shows "last, first"."""
     full = full.strip()
     if not full or not re.match(r"^[\u4e00-\u9fff·]+$", full):

@@ -33,7 +33,7 @@ class Intake:
     digest: str = ""  # of what was staged: an unchanged submission keeps its grade
 
 
-def student_id_problem(name):
+def student_id_problem(name) -> str:
     if SAFE_ID.match(name):
         return ""
     return (f"学生编号 {name!r} 含不允许的字符：只能用英文字母、数字、'_'、'-'、'.'，且以字母或数字开头"
@@ -52,7 +52,7 @@ def _special_files(folder):
     return found
 
 
-def stage(submitted, staged, assignment, released):
+def stage(submitted, staged, assignment, released) -> Intake:
     """Copy one student's submission for `assignment` into `staged`; returns an Intake.
 
     `released`: {notebook file name: the student version}.

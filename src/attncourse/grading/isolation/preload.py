@@ -87,7 +87,7 @@ class Zygote:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def zygote_env():
+def zygote_env() -> dict:
     """The zygote's environment, which every kernel can read back from /proc/self/environ: nothing of the
     grader's but the paths Python needs."""
     keep = {k: os.environ[k] for k in ("LANG", "LC_ALL", "PYTHONPATH") if k in os.environ}
@@ -95,7 +95,7 @@ def zygote_env():
             "MPLBACKEND": INLINE}
 
 
-def open_sockets(pid, uid, ports, timeout=60.0):
+def open_sockets(pid, uid, ports, timeout=60.0) -> list[int]:
     """O_PATH descriptors of a sandboxed kernel's Unix sockets, found without following anything the kernel
     could have written: each folder of `KERNEL_IPC` is opened with O_NOFOLLOW from the kernel's root, and each
     socket must be a socket of the kernel's uid. The grader connects through these descriptors, so that a link
@@ -222,7 +222,7 @@ class PreloadedProvisioner(LocalProvisioner):
             self.uid = None
 
 
-def sandboxed_env(env):
+def sandboxed_env(env) -> dict:
     """What a sandboxed kernel is told of its environment: nothing of the grader's beyond these."""
     keep = {k: env[k] for k in ("OMP_NUM_THREADS", "NBGRADER_EXECUTION", "LANG", "LC_ALL") if k in env}
     return {**keep, "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": sandboxes.HOME,
@@ -390,7 +390,7 @@ def valid_request(request) -> dict:
     return request
 
 
-def serve(path, grader, modules=()):
+def serve(path, grader, modules=()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
     _die_with_parent(grader)

@@ -87,7 +87,7 @@ class Sandbox(Configurable):
         return args
 
 
-def readable_paths():
+def readable_paths() -> list[str]:
     """What a kernel may read: system files and this Python's installation, nothing of the course."""
     package_root = str(Path(__file__).resolve().parents[3])  # the folder holding attncourse (src/ when editable)
     paths = ["/usr", "/etc", sys.base_prefix, sys.prefix, package_root]
@@ -128,7 +128,7 @@ def _check(result, what):
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def join(holder_pid):
+def join(holder_pid) -> None:
     """In a single-threaded child of the zygote: enter the sandbox's namespaces, then a new PID namespace
     whose first process is the next fork (the kernel)."""
     fds = {name: os.open(f"/proc/{holder_pid}/ns/{name}", os.O_RDONLY) for name in NAMESPACES}
@@ -138,7 +138,7 @@ def join(holder_pid):
     _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
 
 
-def become_student(sandbox, uid, files):
+def become_student(sandbox, uid, files) -> None:
     """In the kernel (PID 1 of its namespace, still root): /proc, the files it needs, limits, then the uid.
 
     `files` maps paths inside the sandbox to their bytes (the notebook, the connection file)."""
@@ -188,7 +188,7 @@ def seccomp_filter():
     return flt
 
 
-def kill_holder(proc, holder_pid):
+def kill_holder(proc, holder_pid) -> None:
     """The holder is only needed until the kernel has joined: its namespaces live on in the kernel."""
     try:
         os.kill(holder_pid, signal.SIGKILL)

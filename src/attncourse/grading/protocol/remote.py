@@ -229,7 +229,7 @@ def _trusted_class(qualified):
     return obj if isinstance(obj, type) else None
 
 
-def probe_expression(request):
+def probe_expression(request) -> str:
     payload = base64.b64encode(wire.dumps(request).encode()).decode()
     return f"__import__('{probe.__name__}', fromlist=['serve']).serve('{payload}')"
 

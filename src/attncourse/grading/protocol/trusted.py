@@ -22,7 +22,7 @@ class Verdict:
         self.passed, self.message = passed, text.cap(message, 2000)  # it may quote what the student's code sent
 
 
-def free_names(source):
+def free_names(source) -> set:
     """Names a cell reads but never binds, minus builtins: what must come from the student's kernel."""
     tree = syntax.parse(source)
     loaded, bound = set(), set()
@@ -42,7 +42,7 @@ def free_names(source):
     return loaded - bound - BUILTINS
 
 
-def base_namespace(import_sources):
+def base_namespace(import_sources) -> dict:
     """The grader's own modules under the names the notebook's import cells give them."""
     namespace = {"__builtins__": builtins, "__name__": "attncourse_test_cell"}
     for source in import_sources:
@@ -50,7 +50,7 @@ def base_namespace(import_sources):
     return namespace
 
 
-def describe_student_error(exc):
+def describe_student_error(exc) -> str:
     where = exc.where if isinstance(exc.where, list) and len(exc.where) == 3 else None
     place = f"（在 {where[0]} 中，第 {where[1]} 行：{where[2]}）" if where else ""
     if exc.ename == "NotImplementedError":
@@ -58,7 +58,7 @@ def describe_student_error(exc):
     return f"你的代码抛出了 {exc.ename}: {exc.evalue}{place}"
 
 
-def run_test_cell(source, grade_id, namespace, session):
+def run_test_cell(source, grade_id, namespace, session) -> Verdict:
     """Run one test cell; returns a Verdict. KernelLost propagates: the submission cannot be graded."""
     session.cell_source = source
     token = checks.SESSION.set(session)

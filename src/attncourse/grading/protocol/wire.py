@@ -27,13 +27,13 @@ class WireError(ValueError):
     """Data from the kernel that is not what this format allows."""
 
 
-def dtype_name(dtype):
+def dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
 # --- tensors ------------------------------------------------------------------------------------------------
 
-def tensor_payload(t, param=False, grad=None):
+def tensor_payload(t, param=False, grad=None) -> dict:
     t = t.detach().to("cpu").contiguous()
     data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
     payload = {"dtype": dtype_name(t.dtype), "shape": list(t.shape), "data": base64.b64encode(data).decode()}
@@ -44,7 +44,7 @@ def tensor_payload(t, param=False, grad=None):
     return payload
 
 
-def encode_tensor(t):
+def encode_tensor(t) -> dict:
     """`{"$tensor": ...}` for a tensor or parameter (with its gradient), on either side of the wire."""
     param = isinstance(t, torch.nn.Parameter)
     grad = tensor_payload(t.grad) if param and t.grad is not None else None
@@ -53,7 +53,7 @@ def encode_tensor(t):
     return {"$tensor": payload}
 
 
-def tensor_from_payload(p, device="cpu"):
+def tensor_from_payload(p, device="cpu") -> torch.Tensor:
     """A plain tensor (or nn.Parameter) built here from checked fields; `device` where it should live."""
     if not isinstance(p, dict) or p.get("dtype") not in DTYPES:
         raise WireError("张量的数据类型无法识别")
@@ -86,7 +86,7 @@ def tensor_from_payload(p, device="cpu"):
 
 # --- grader -> kernel ---------------------------------------------------------------------------------------
 
-def encode_for_kernel(obj, ref_of):
+def encode_for_kernel(obj, ref_of) -> object:
     """JSON for what the grader sends. `ref_of(obj)` gives the id of a proxy to a kernel object, or None."""
     ref = ref_of(obj)
     if ref is not None:
@@ -107,7 +107,7 @@ def encode_for_kernel(obj, ref_of):
     return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
 
 
-def decode_in_kernel(data, objects):
+def decode_in_kernel(data, objects) -> object:
     """In the kernel: the grader's JSON back to objects; `objects` maps reference ids to kernel objects."""
     if isinstance(data, list):
         return [decode_in_kernel(x, objects) for x in data]
@@ -131,13 +131,13 @@ def decode_in_kernel(data, objects):
     raise WireError(f"unknown tag {tag}")
 
 
-def dumps(obj):
+def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=True)
 
 
 # --- kernel -> grader ---------------------------------------------------------------------------------------
 
-def decode_from_kernel(data, make_ref, depth=0):
+def decode_from_kernel(data, make_ref, depth=0) -> object:
     """Untrusted JSON from the kernel to plain objects built here. `make_ref(fields)` builds a proxy."""
     if depth > MAX_DEPTH:
         raise WireError("返回值嵌套过深")

@@ -40,7 +40,7 @@ TEMPLATES = [str(Path(__file__).resolve().parents[2] / "templates")]  # holds co
 MATHJAX = "mathjax-tex-svg.js"  # MathJax 3's single-file build, linked beside each published page
 
 
-def verdict(outputs):
+def verdict(outputs) -> tuple[bool, str]:
     """(passed, the Chinese verdict) of a test cell from its outputs."""
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if not errors:
@@ -162,7 +162,7 @@ def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
     return published
 
 
-def vendor_file(root, name):
+def vendor_file(root, name) -> Path | None:
     """A file of the npm packages setup.sh installs in build/vendor/, here or in a course folder above."""
     for folder in (Path(root).resolve(), *Path(root).resolve().parents):
         path = folder / "build" / "vendor" / "node_modules" / name
@@ -171,7 +171,7 @@ def vendor_file(root, name):
     return None
 
 
-def link_or_copy(src, dest):
+def link_or_copy(src, dest) -> None:
     """A hard link (the same file for every student's page costs no space), or a copy across file systems."""
     try:
         os.link(src, dest)
@@ -179,12 +179,12 @@ def link_or_copy(src, dest):
         shutil.copyfile(src, dest)
 
 
-def page_text(path):
+def page_text(path) -> str:
     """The text a page shows: tags removed (code is split into highlighted tokens), entities decoded."""
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace")))
 
 
-def notebook_lines(paths, skip_tests=False):
+def notebook_lines(paths, skip_tests=False) -> set:
     """Stripped lines of the notebooks' cells (without test cells: a student's feedback shows their own cells,
     and a line that is the student's own or the student version's is no leak)."""
     lines = set()
@@ -195,7 +195,7 @@ def notebook_lines(paths, skip_tests=False):
     return lines
 
 
-def hidden_lines(cfg, assignment):
+def hidden_lines(cfg, assignment) -> set:
     """Distinctive lines of the released hidden tests, as the gradebook stores them."""
     with Gradebook(cfg.CourseDirectory.db_url) as gb:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for n in gb.find_assignment(

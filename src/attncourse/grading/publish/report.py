@@ -25,7 +25,7 @@ COLUMNS = ["assignment", "student", "status", "score", "max_score", "pending_man
            "reason", "review", "notes"]
 
 
-def write_grades_csv(outcomes, path):
+def write_grades_csv(outcomes, path) -> None:
     """One row per submission. A failed submission has no score, only its reason: never a silent 0.
 
     `score` counts neither written answers waiting for a TA (`pending_manual`) nor autograded points held
@@ -77,7 +77,7 @@ def _student_rows(items, out_dir, feedback_dir):
     return rows + [""]
 
 
-def write_report(outcomes, out_dir, test_cells, feedback_dir=None):
+def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
     """`report.md` and `report.html` (opens in a browser) with PNG plots in `out_dir`; `test_cells` maps
     assignment -> test grade_ids; `feedback_dir` holds the published feedback the student table links to.
     Returns the Markdown file's path. What came from students is escaped (`text.for_markdown`)."""
@@ -151,7 +151,7 @@ code {{ background: #f6f6f6; padding: 0 3px; }}
 """
 
 
-def summary_table(outcomes):
+def summary_table(outcomes) -> str:
     rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s} {'待人工':>6s}  原因 / 复核"]
     for o in outcomes:
         ok = o.status.has_score

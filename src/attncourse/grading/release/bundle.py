@@ -23,21 +23,21 @@ IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
 README = Path(__file__).resolve().parents[2] / "templates" / "student" / "README.md"
 
 
-def figures(notebook_path):
+def figures(notebook_path) -> list:
     """Local images a notebook's markdown shows, as paths relative to the notebook's folder."""
     nb = nbformat.read(notebook_path, as_version=4)
     links = (a or b for cell in nb.cells if cell.cell_type == "markdown" for a, b in IMAGE.findall(cell.source))
     return sorted({link for link in links if not link.startswith(("http:", "https:", "data:", "attachment:"))})
 
 
-def wheel(root, out_dir):
+def wheel(root, out_dir) -> Path:
     """A wheel of the attncourse package (no dependencies bundled: pip installs them from PyPI)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(out_dir), str(root)], check=True)
     return next(Path(out_dir).glob("attncourse-*.whl"))
 
 
-def contents(root, assignment, scratch):
+def contents(root, assignment, scratch) -> dict:
     """{name in the zip: bytes} of the hand-out."""
     root = Path(root)
     notebooks = sorted((root / "release" / assignment).glob("*.ipynb"))
@@ -58,7 +58,7 @@ def contents(root, assignment, scratch):
     return files
 
 
-def leaks(root, assignment, files):
+def leaks(root, assignment, files) -> list:
     """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
     catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
     root, found = Path(root), []
@@ -86,7 +86,7 @@ def leaks(root, assignment, files):
     return found
 
 
-def build(root, assignment):
+def build(root, assignment) -> Path:
     """Write build/student/<assignment>.zip; returns its path. Raises LeakError if anything secret is in it."""
     root = Path(root)
     with tempfile.TemporaryDirectory() as scratch:

@@ -29,12 +29,12 @@ class ReleaseRefused(Exception):
     """Releasing again would change what is graded for students who have already submitted."""
 
 
-def checksums(folder):
+def checksums(folder) -> dict:
     """{notebook name: sha256} of the notebooks in `folder`."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.ipynb"))}
 
 
-def record(root):
+def record(root) -> dict:
     """{assignment: {"released": time, "release": {notebook: sha256}, "source": {notebook: sha256}}}."""
     try:
         return json.loads((Path(root) / RECORD).read_text(encoding="utf-8"))
@@ -42,7 +42,7 @@ def record(root):
         return {}
 
 
-def submission_count(db_url, assignment):
+def submission_count(db_url, assignment) -> int:
     with Gradebook(db_url) as gb:
         try:
             return len(gb.find_assignment(assignment).submissions)
@@ -55,7 +55,7 @@ FORCE_EXPLAINED = ("重新发布后：已评分的提交保留现有成绩和人
                    "若新旧版本的评分单元格不同（增删或改名），nbgrader 会拒绝，需要先删除该作业的提交。")
 
 
-def release(cfg, root, assignment, force=False, say=print):
+def release(cfg, root, assignment, force=False, say=print) -> list:
     """Generate, check and record one assignment's student version; returns the checked notebook paths."""
     root = Path(root)
     if not force and changes_since_release(root, assignment) == []:
@@ -77,7 +77,7 @@ def release(cfg, root, assignment, force=False, say=print):
     return checked
 
 
-def changes_since_release(root, assignment):
+def changes_since_release(root, assignment) -> list | None:
     """What differs from the record of `assignment` (empty when nothing); None if it was never released."""
     entry = record(root).get(assignment)
     if entry is None:
@@ -89,7 +89,7 @@ def changes_since_release(root, assignment):
     return notes
 
 
-def generate(cfg, assignment):
+def generate(cfg, assignment) -> None:
     """Write `release/<assignment>/` and record the assignment in the gradebook."""
     converter = GenerateAssignment(coursedir=coursedir(cfg, assignment), config=cfg)
     converter.force = True
@@ -97,7 +97,7 @@ def generate(cfg, assignment):
     converter.start()
 
 
-def secret_lines(nb, hidden_only=False):
+def secret_lines(nb, hidden_only=False) -> set:
     """Distinctive lines that only occur inside solution or hidden-test regions (and sample answers).
 
     `hidden_only`: just the hidden tests' lines (a student's feedback may show the student's own code).
@@ -115,7 +115,7 @@ def secret_lines(nb, hidden_only=False):
     return {line for line in secret - public if len(line) >= 12 and line.strip("#").strip()}
 
 
-def check_release(source_nb_path, release_nb_path):
+def check_release(source_nb_path, release_nb_path) -> None:
     """Raise LeakError naming what a student version gives away."""
     source = nbformat.read(source_nb_path, as_version=4)
     released = nbformat.read(release_nb_path, as_version=4)
@@ -127,7 +127,7 @@ def check_release(source_nb_path, release_nb_path):
         raise LeakError(f"{release_nb_path}: " + "; ".join(problems[:10]))
 
 
-def release_all(cfg, root, assignment_ids):
+def release_all(cfg, root, assignment_ids) -> list:
     """Regenerate every student version and check it; returns the checked notebook paths."""
     checked = []
     for aid in assignment_ids:

@@ -17,6 +17,7 @@ from pathlib import Path
 from nbgrader.api import MissingEntry
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute
+from traitlets.config import Config
 
 from ..course import coursedir, kernel_env, released_notebooks
 from ..files import replace_dir
@@ -57,7 +58,7 @@ class CourseAutograde(Autograde):
             self._sanitizing = True
 
 
-def grading_config(cfg):
+def grading_config(cfg) -> Config:
     """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`)."""
     cfg = copy.deepcopy(cfg)
     steps = Autograde.class_traits()["autograde_preprocessors"].default()

@@ -10,6 +10,7 @@
 import html
 
 import nbformat
+from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell, new_output
 
 from ..cells import TA_ONLY
@@ -34,7 +35,7 @@ def show_student_outputs(nb) -> None:
                 cell.outputs.append(new_output("stream", name="stdout", text=str(item.get("text/plain", ""))))
 
 
-def banner(nb, result: SubmissionResult, assignment: str, student: str):
+def banner(nb, result: SubmissionResult, assignment: str, student: str) -> NotebookNode:
     """A markdown cell for the TA listing the holds, each with the line it is about (escaped: inert)."""
     items = []
     for cell, line, text in result.review_lines:
