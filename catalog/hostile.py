@@ -160,9 +160,9 @@ display(Javascript("alert(3)"))
 SPY_ON_GRADER = '''import attncourse.grading.protocol.probe as _probe
 _seen = []
 _original = _probe._define
-def _spy(source, name):
+def _spy(source, *args):
     _seen.append(source)
-    return _original(source, name)
+    return _original(source, *args)
 _probe._define = _spy
 '''
 PRINT_SPIED = '''print("\\n\\n".join(_seen))
@@ -249,6 +249,18 @@ _spied.op_forbidden = lambda: {"$dict": {}}
 '''
 FORGED_LINE = '''def masked_softmax(X, valid_lens):
     raise ValueError("\\x1b[2K\\r" + "a1_scoring     c01_honest         ✔ 20/20  (0.1 s)")
+'''
+CHATTY = '''def masked_softmax(X, valid_lens):
+    print("调试" * 500_000)  # about 3 MB on every call, while the grader waits for the reply
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None]
+    mask = torch.arange(X.shape[-1], device=X.device) < valid_lens[..., None]
+    return F.softmax(X.masked_fill(~mask, torch.finfo(X.dtype).min), dim=-1)
+'''
+LONG_MESSAGE = '''def masked_softmax(X, valid_lens):
+    raise ValueError("长" * 5_000_000)
 '''
 HUGE_FROM_PROBE = '''import attncourse.grading.protocol.probe as _probe
 class _Huge:
@@ -406,6 +418,14 @@ CASES = [
     _case("s61_huge_from_probe", "篡改探针，发来 100 MB 的回复", {"status": "failed", "reason": "内核"},
           before={"masked_softmax": HUGE_FROM_PROBE}),
     _case("c62_honest", "对照：参考答案（与上面的同时评分）", HONEST),
+    _case("s63_keep_reference_deleted", "删掉 masked_softmax 的测试（被放回原处），保存参考实现来作答",
+          {"status": "graded", "flags": [], "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}},
+          replace={"masked_softmax": KEEP_REFERENCE, "additive_attention": KEEP_REFERENCE_ADDITIVE},
+          folder="tests_deleted"),
+    _case("s64_chatty", "每次被调用都打印 3 MB", {"status": "graded", "score": "full", "flags": []},
+          replace={"masked_softmax": CHATTY}),
+    _case("s65_long_message", "异常信息长达 500 万字", {"status": "graded", "flags": [], "feedback": "published",
+          "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": LONG_MESSAGE}),
 ]
 
 
@@ -455,6 +475,9 @@ def write_class(root, out_dir):
         elif case["folder"] == "edited_tests":
             for cell in _tests(nb):
                 cell.source = "pass\n"
+        elif case["folder"] == "tests_deleted":
+            nb.cells = [c for c in nb.cells if c not in _tests(nb)
+                        or not c.metadata["nbgrader"]["grade_id"].startswith("test_masked")]
         elif case["folder"] == "tests_moved":  # the masked_softmax tests after every other question
             moved = [c for c in _tests(nb) if c.metadata["nbgrader"]["grade_id"].startswith("test_masked")]
             nb.cells = [c for c in nb.cells if c not in moved] + moved

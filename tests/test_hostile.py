@@ -18,6 +18,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from attncourse.grading.records import read_record
 from attncourse.grading.release import student_version as release
 from conftest import ROOT, copy_course
 
@@ -91,7 +92,9 @@ def test_the_run_completes_for_everyone(graded):
 def test_student_text_cannot_forge_the_console(graded):
     out = graded["run"].stdout
     assert "\x1b" not in out and "\r" not in out.replace("\r\n", "\n")
-    assert len([line for line in out.splitlines() if "c01_honest" in line and "✔ 20/20" in line]) == 1
+    assert len([line for line in out.splitlines() if re.match(r"\[[^\]]*\] a1_scoring\s+c01_honest\s", line)]) == 1
+    forged = [line for line in out.splitlines() if "s58_forged_line" in line and line.startswith("[")]
+    assert forged and all("✘" in line.split("s58_forged_line")[1].split("✔")[0] for line in forged), forged
 
 
 def test_grades_csv_has_one_row_per_case_and_nothing_else(graded):
@@ -128,8 +131,9 @@ def test_every_case_gets_its_expected_outcome(graded):
             lost = {cell for cell, (s, m) in earned.items() if s < m}
             if "lost" in want and lost != want["lost"]:
                 problems.append(f"lost {sorted(lost)}, expected {sorted(want['lost'])}")
-            if row["review"] and float(row["withheld_for_review"]) != total:
-                problems.append(f"flagged but {row['withheld_for_review']} of {total} points held back")
+            held = set((read_record(root, case["assignment"], student) or {}).get("held", []))
+            if row["review"] and float(row["withheld_for_review"]) != sum(earned[c][0] for c in held if c in earned):
+                problems.append(f"flagged, {row['withheld_for_review']} points held back, not those of {sorted(held)}")
             if not row["review"] and float(row["score"]) != total:
                 problems.append(f"CSV score {row['score']} but tests awarded {total}")
         if want.get("flags") == [] and row["review"]:

@@ -46,16 +46,20 @@ def read_scores(db_url: str, assignment: str, student: str) -> Scores:
         return counted(gb.find_submission(assignment, student))
 
 
-def hold_for_review(db_url: str, assignment: str, student: str, cells=None) -> None:
+def hold_for_review(db_url: str, assignment: str, student: str, cells=None) -> list:
     """Mark the submission's autograded test cells `cells` (default: all) as needing a person: formgrader lists
-    them, and their points are not counted until a grader has decided (`course review` or a score entered)."""
+    them, and their points are not counted until a grader has decided (`course review` or a score entered).
+    Returns the names of the cells held."""
+    held = []
     with Gradebook(db_url) as gb:
         for nb in gb.find_submission(assignment, student).notebooks:
             solutions = {c.name for c in nb.notebook.solution_cells}
             for grade in nb.grades:
                 if is_test_grade(grade, solutions) and (cells is None or grade.cell.name in cells):
                     grade.needs_manual_grade = True
+                    held.append(grade.cell.name)
         gb.db.commit()
+    return sorted(held)
 
 
 def outcome_from_record(db_url: str, root, assignment: str, student: str, status=Status.GRADED) -> Outcome | None:

@@ -116,7 +116,7 @@ def flag_after_grading(cfg, root, outcome: Outcome) -> None:
     db_url = cfg.CourseDirectory.db_url
     record = read_record(root, outcome.assignment, outcome.student) or {}
     if "review" not in record:
-        hold_for_review(db_url, outcome.assignment, outcome.student)
+        record["held"] = hold_for_review(db_url, outcome.assignment, outcome.student)
     write_record(root, outcome.assignment, outcome.student, {**record, "flags": outcome.flags})
     outcome.take_scores(read_scores(db_url, outcome.assignment, outcome.student))
 

@@ -19,7 +19,7 @@ from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from ...kernels import QuietKernel
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
@@ -127,6 +127,9 @@ class CourseExecute(QuietKernel, Execute):
                                        "before the submission is failed as hung.").tag(config=True)
     max_output_bytes = Integer(100_000, help="Output a cell may keep, in bytes; the rest is dropped with a "
                                              "note.").tag(config=True)
+    # An output message over the grader's byte budget is dropped by zmq (remote.BoundedClient), and the cell's
+    # end may then not arrive on IOPub: the cell loses that output, the submission goes on.
+    raise_on_iopub_timeout = Bool(False, help=Execute.raise_on_iopub_timeout.help).tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
         info = resources["nbgrader"]
