@@ -53,6 +53,18 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def course(root, *args, check=True, env=None, timeout=1800):
+    """Run a `course` command on the course at `root` (from elsewhere, as an instructor may); with `check`, it
+    must succeed."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], cwd="/",
+                         capture_output=True, text=True, timeout=timeout, env=env)
+    if check:
+        assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run
+
+
 def copy_course(dest):
     """A scratch course with the repo's content and no grading state (the npm assets of setup.sh linked)."""
     dest = copy_course_files(ROOT, dest, (*AUTHORED, "release"))

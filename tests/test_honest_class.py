@@ -5,24 +5,15 @@ held, no self-check costs a point, names are right in the gradebook and the expo
 """
 import csv
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import ROOT, copy_course
+from conftest import ROOT, copy_course, course
 
 pytestmark = pytest.mark.slow
 
 A1 = "a1_scoring"
-
-
-def course(root, *args):
-    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], capture_output=True,
-                         text=True, timeout=1800)
-    assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    return run.stdout
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +24,8 @@ def graded(tmp_path_factory):
     honest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(honest)
     downloads, students = honest.write_downloads(root, root / "downloads")
-    collected = [course(root, "collect", str(d), "--assignment", A1) for d in downloads]
-    grade = course(root, "grade", A1)
+    collected = [course(root, "collect", str(d), "--assignment", A1).stdout for d in downloads]
+    grade = course(root, "grade", A1).stdout
     course(root, "feedback")
     course(root, "report")
     course(root, "export", "--to", "build/lms.csv")

@@ -142,19 +142,14 @@ def test_feedback_that_shows_a_hidden_test_is_withheld(course):
 def test_a_review_decision_is_one_step_and_recorded(course, monkeypatch):
     """`course review` lists the held submission with its flags, `--accept` releases its points in one step and
     records who and when; the export then shows the score. (Runs last: it changes the course.)"""
-    import subprocess
-    import sys
-
     from attncourse.grading.records import read_record
+    from conftest import course as run_course
     root, _, _ = course
     for sid in STUDENTS:
         (root / "submitted" / sid / "a").mkdir(parents=True, exist_ok=True)
 
     def run(*args):
-        done = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        return run_course(root, *args).stdout
 
     listed = run("review")  # the submission held in the fixture, and the one whose feedback leaked above
     assert "2023000003" in listed and "5 分待复核" in listed and "socket" in listed and "共 2 份待复核" in listed

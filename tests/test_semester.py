@@ -21,21 +21,13 @@ from nbgrader.api import Gradebook
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import copy_course_files
 from attncourse.grading.release import student_version as release
-from conftest import ROOT, copy_course
+from conftest import ROOT, copy_course, course
 
 pytestmark = pytest.mark.slow
 
 A1, A2 = "a1_scoring", "a2_multihead"
 NAMES = ["张三", "李四", "王五", "赵六", "钱七", "孙八", "周九", "吴十", "郑一", "欧阳娜娜", "冯二", "陈三"]
 IDS = [f"20231234{i:02d}" for i in range(len(NAMES))]
-
-
-def course(root, *args, check=True):
-    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], cwd="/",
-                         capture_output=True, text=True, timeout=1800)
-    if check:
-        assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    return run
 
 
 def answers(root, assignment):

@@ -6,8 +6,6 @@ course's verdict badges.
 """
 import csv
 import json
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -17,7 +15,7 @@ from nbgrader.api import Gradebook
 from attncourse.browser import Browser, jupyterlab
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
-from conftest import copy_course
+from conftest import copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
@@ -54,13 +52,6 @@ INERT_JS = """(root) => {
                     .length,
           background: getComputedStyle(document.body).backgroundColor};
 }"""
-
-
-def course(root, *args):
-    run = subprocess.run([sys.executable, "-m", "attncourse.cli", "--root", str(root), *args], capture_output=True,
-                         text=True, timeout=1800)
-    assert run.returncode == 0, f"course {' '.join(args)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    return run.stdout
 
 
 @pytest.fixture(scope="module")
