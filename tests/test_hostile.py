@@ -94,7 +94,7 @@ def test_student_text_cannot_forge_the_console(graded):
     assert "\x1b" not in out and "\r" not in out.replace("\r\n", "\n")
     assert len([line for line in out.splitlines() if re.match(r"\[[^\]]*\] a1_scoring\s+c01_honest\s", line)]) == 1
     forged = [line for line in out.splitlines() if "s58_forged_line" in line and line.startswith("[")]
-    assert forged and all("✘" in line.split("s58_forged_line")[1].split("✔")[0] for line in forged), forged
+    assert len(forged) == 1 and "20/20" not in forged[0], forged
 
 
 def test_grades_csv_has_one_row_per_case_and_nothing_else(graded):
