@@ -16,9 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from nbgrader.api import Gradebook
+from sqlalchemy.exc import SAWarning
 
 from attncourse.config import find_root
 from attncourse.grading.authoring import demo
@@ -63,6 +65,7 @@ def main():
     root = find_root()
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     use_this_environment()
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's ORM chatter
     with tempfile.TemporaryDirectory() as tmp:
         per_student, pairs = scratch_course(root, tmp, "per_student")
         per_assignment, _ = scratch_course(root, tmp, "per_assignment")
