@@ -52,6 +52,24 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# --- RISE's defaults for this environment: the lecture hall may have no network (the default theme asks Google
+#     Fonts before a deck's own settings apply), slides start at the top and are numbered ---
+.venv/bin/python - <<'PY'
+import json, pathlib, sys
+path = pathlib.Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+settings = json.loads(path.read_text()) if path.exists() else {}
+settings["jupyterlab-rise:plugin"] = {"theme": "white", "center": False, "slideNumber": True, "transition": "none",
+                                      "scroll": True}
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text(json.dumps(settings, indent=1))
+PY
+
+# --- git stores decks and sources clean, whatever a presenting session saved into them (.gitattributes) ---
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  git config filter.course-notebook.clean '.venv/bin/course tidy --stdin %f'
+  git config filter.course-notebook.smudge cat
+fi
+
 # --- offline slide assets from the npm registry ---
 if [ ! -f build/vendor/node_modules/mathjax/MathJax.js ] || [ ! -d build/vendor/node_modules/reveal.js/dist ] \
    || [ ! -f build/vendor/node_modules/mathjax3/es5/tex-svg.js ]; then

@@ -87,3 +87,39 @@ def test_figures_are_made_by_code_in_the_repo(tmp_path):
     assert committed <= written, f"figures without code: {committed - written}"
     stale = [n for n in committed if (tmp_path / n).read_bytes() != (ROOT / "img" / n).read_bytes()]
     assert not stale, f"run `course figures`: {stale}"
+
+
+def test_presenting_never_dirties_the_committed_decks(tmp_path):
+    """RISE autosaves the deck a lecturer runs (outputs, execution counts and times): git's clean filter
+    (.gitattributes, configured by scripts/setup.sh) stores the tidy deck, so nothing of it can be committed.
+    (`git status` may list the file until `git add` refreshes the index; the diff is empty.)"""
+    import shutil
+    import subprocess
+    import sys
+
+    from nbformat.v4 import new_output
+    for name in ("course.toml", ".gitattributes"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    deck = tmp_path / "notebooks" / DECKS[0].name
+    shutil.copy(DECKS[0], deck)
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    git("config", "filter.course-notebook.clean", f"{sys.executable} -m attncourse.cli tidy --stdin %f")
+    git("config", "filter.course-notebook.smudge", "cat")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "deck")
+    nb = nbformat.read(deck, as_version=4)
+    for count, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = count + 1
+        cell.outputs = [new_output("stream", name="stdout", text="已运行\n")]
+        cell.metadata["execution"] = {"iopub.status.idle": "2026-11-25T10:00:00Z"}
+    nb.metadata["widgets"] = {"state": {}}
+    nbformat.write(nb, deck)
+    assert git("diff", "--stat") == "", "presenting changed what git would commit"
+    git("add", "-A")
+    assert git("status", "--porcelain") == "" and git("show", f"HEAD:notebooks/{deck.name}") == DECKS[0].read_text(
+        encoding="utf-8")
+    assert any(c.get("outputs") for c in nbformat.read(deck, as_version=4).cells)  # the working copy keeps them

@@ -71,6 +71,8 @@ def test_every_slide_fits_the_screen(pages, browser, view, deck, tmp_path):
     too_big = [str(f) for f in fits if not f.fits]
     assert not too_big, f"slides larger than 1280×800 (screenshots in {tmp_path}):\n" + "\n".join(too_big)
     if view == "rise":
+        fonts = [u for u in browser.requests if "fonts.googleapis" in u or "fonts.gstatic" in u]
+        assert not fonts, f"RISE asks a font CDN (no network in many lecture halls): {fonts[:3]}"
         # JupyterLab's "Click to add a cell." button stays behind when RISE moves the cells into slides and
         # would cover the slide titles; notebooks/rise.css hides it.
         assert not browser.evaluate("[...document.querySelectorAll('.jp-Notebook-footer')]"

@@ -9,7 +9,10 @@ from .config import find_root
 
 
 def cmd_tidy(args):
-    from .notebooks import course_notebooks, tidy
+    from .notebooks import course_notebooks, tidied, tidy
+    if args.stdin:  # git's clean filter (.gitattributes): what git stores of a deck saved while presenting
+        sys.stdout.write(tidied(sys.stdin.read(), args.root / args.stdin, args.root))
+        return 0
     changed = [p for p in course_notebooks(args.root) if tidy(p, write=not args.check, root=args.root)]
     for p in changed:
         print(("需要整理: " if args.check else "已整理: ") + str(p.relative_to(args.root)))
@@ -105,6 +108,8 @@ def parser():
 
     c = sub.add_parser("tidy", help="清除 notebook 输出与多余元数据，按 course.toml 更新标题页")
     c.add_argument("--check", action="store_true", help="只检查，不写入")
+    c.add_argument("--stdin", metavar="PATH", default=None,
+                   help="git 的清理过滤器：从标准输入读入 PATH 的内容，把整理后的内容写到标准输出")
     c.set_defaults(func=cmd_tidy)
     sub.add_parser("figures", help="重新生成 img/ 中的图").set_defaults(func=cmd_figures)
     c = sub.add_parser("screenshots", help="为每张幻灯片截图（离线 HTML 与 RISE，1280×800），列出超出屏幕的幻灯片")

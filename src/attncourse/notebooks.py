@@ -9,9 +9,12 @@ from .config import find_root, title_slide
 KEEP_NB_METADATA = ("kernelspec", "language_info", "celltoolbar", "rise")
 KEEP_CELL_METADATA = ("slideshow", "nbgrader", "tags")
 TITLE_TAG = "course-title"
-# RISE settings written into every deck: `scroll` lets a slide that is still too tall scroll instead of being cut off.
-RISE = {"autolaunch": False, "scroll": True, "theme": "simple", "transition": "none",
-        "enable_chalkboard": False, "width": "100%", "height": "100%"}
+# RISE settings written into every deck: `scroll` lets a slide that is still too tall scroll instead of being cut off;
+# slides start at the top (not centred: a plot that appears after running a cell would push the title off) and
+# are numbered; the "white" theme loads its font from RISE itself (the "simple" one asks Google Fonts, which a
+# lecture hall without network does not reach).
+RISE = {"autolaunch": False, "scroll": True, "theme": "white", "transition": "none", "center": False,
+        "slideNumber": True, "enable_chalkboard": False, "width": "100%", "height": "100%"}
 DECKS = "notebooks"  # the folder of the lecture decks
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -44,16 +47,21 @@ def dumps(nb):
     return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def tidy(path, write=True, root=None):
-    """Clean and stamp one notebook file (title from `root`'s course.toml, default: found from `path`);
-    return True if it changed."""
+def tidied(text, path, root=None):
+    """The committed form of a notebook's text: cleaned, titled from `root`'s course.toml (default: found from
+    `path`), with the RISE settings when it is a deck."""
     path = Path(path).resolve()
-    before = path.read_text(encoding="utf-8")
-    nb = nbformat.reads(before, as_version=4)
-    nb = stamp_title(clean(nb), root or find_root(path.parent))
+    nb = stamp_title(clean(nbformat.reads(text, as_version=4)), root or find_root(path.parent))
     if path.parent.name == DECKS:
         nb.metadata["rise"] = dict(RISE)
-    after = dumps(nb)
+    return dumps(nb)
+
+
+def tidy(path, write=True, root=None):
+    """Clean and stamp one notebook file; return True if it changed."""
+    path = Path(path).resolve()
+    before = path.read_text(encoding="utf-8")
+    after = tidied(before, path, root)
     if write and after != before:
         path.write_text(after, encoding="utf-8")
     return after != before

@@ -51,7 +51,7 @@ def exporter():
     return SlidesExporter(
         template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
         reveal_url_prefix="vendor/reveal.js", reveal_theme="white", reveal_transition="none",
-        reveal_scroll=True, reveal_width="1280", reveal_height="800",
+        reveal_scroll=True, reveal_number="c/t", reveal_width="1280", reveal_height="800",
         mathjax_url="vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="vendor/requirejs/require.js", jquery_url="vendor/jquery/dist/jquery.min.js",
         font_awesome_url="", embed_images=True)
