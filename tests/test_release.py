@@ -73,3 +73,44 @@ def test_helper_package_solves_no_exercise():
         defined = re.findall(r"^\s*(?:def|class)\s+(\w+)", path.read_text(encoding="utf-8"), re.M)
         offenders += [f"{path.name}:{n}" for n in defined if n in names]
     assert not offenders, offenders
+
+
+def _assert_messages(source):
+    """The message texts of the `assert` statements of a cell (f-string values counted as 10 characters)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            parts = [n for n in ast.walk(node.msg) if isinstance(n, (ast.Constant, ast.FormattedValue))]
+            found.append("".join(n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else "x" * 10
+                                 for n in parts if not isinstance(n, ast.Constant) or isinstance(n.value, str)))
+    return found
+
+
+@pytest.mark.parametrize("aid", sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir()))
+def test_validate_shows_every_visible_message_in_full(aid):
+    """nbgrader's Validate cuts each line at `Validator.width`; the student setup widens it, and every message a
+    student can meet fits (an "AssertionError: " prefix and nbgrader's indent included)."""
+    from attncourse.student import VALIDATE_WIDTH
+    messages = [m for p in (ROOT / "release" / aid).glob("*.ipynb") for c in nbformat.read(p, as_version=4).cells
+                if c.cell_type == "code" for m in _assert_messages(c.source)]
+    assert messages
+    long = [m for m in messages if len("    AssertionError: " + m) > VALIDATE_WIDTH - 3]
+    assert not long, long
+
+
+def test_the_student_setup_widens_validate_and_sets_chinese(tmp_path):
+    import json
+
+    from nbgrader.validator import Validator
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from attncourse.student import VALIDATE_WIDTH, write_settings
+    write_settings(tmp_path)
+    write_settings(tmp_path)  # twice: nothing doubled
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path / "etc" / "jupyter")).load_config()
+    validator = Validator(config=config)
+    message = "    AssertionError: " + "有效长度之外的权重应为 0" * 8
+    assert validator.width == VALIDATE_WIDTH and validator._indent(message).strip() == message.strip()
+    assert (tmp_path / "etc" / "jupyter" / "nbgrader_config.py").read_text().count("Validator.width") == 1
+    overrides = json.loads((tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
+    assert overrides["@jupyterlab/translation-extension:plugin"]["locale"] == "zh_CN"

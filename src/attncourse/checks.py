@@ -81,15 +81,17 @@ def forbid(solution_cell, *names, reason=""):
 
 
 def cases(half=(2e-2, 2e-2), bfloat=(8e-2, 8e-2), single=(1e-4, 1e-5)):
-    """[(device, dtype, rtol, atol)] a hidden test runs with: CPU float32, and on a machine with a GPU also CUDA
-    float32, float16 and bfloat16 with the given (rtol, atol).
+    """[(device, dtype, rtol, atol)] a hidden test runs with: float32, float16 and bfloat16 on the CPU (so the
+    half-precision paths run on every grader), and on a machine with a GPU also CUDA float32, float16 and
+    bfloat16, with the given (rtol, atol).
 
     In the grader the device is the grader's (`ATTN_COURSE_DEVICE` in its environment), never the kernel's.
     """
     import torch
 
     from .device import get_device
-    found = [(torch.device("cpu"), torch.float32, *single)]
+    cpu = torch.device("cpu")
+    found = [(cpu, torch.float32, *single), (cpu, torch.float16, *half), (cpu, torch.bfloat16, *bfloat)]
     device = get_device()
     if device.type == "cuda":
         found += [(device, torch.float32, *single), (device, torch.float16, *half), (device, torch.bfloat16, *bfloat)]

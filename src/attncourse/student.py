@@ -1,7 +1,9 @@
 """`python -m attncourse.student`: set up a student's JupyterLab for this course.
 
 It keeps nbgrader's Validate button and turns off the instructor's tools (Formgrader, Create Assignment, the
-course and assignment lists), in this Python environment only.
+course and assignment lists), shows JupyterLab in Chinese (the language pack is installed with the course's
+package), and lets Validate show a test's message in full (nbgrader cuts every line at 90 characters, which is
+about 35 Chinese characters). All in this Python environment only.
 """
 import json
 import subprocess
@@ -28,6 +30,25 @@ def still_on():
             + [e for e in INSTRUCTOR_SERVER_EXTENSIONS if server.get(e, False)])
 
 
+VALIDATE_WIDTH = 240  # characters of a line Validate shows; the course's messages fit (tests/test_release.py)
+LOCALE = {"@jupyterlab/translation-extension:plugin": {"locale": "zh_CN"}}
+
+
+def write_settings(prefix=None):
+    """nbgrader's Validator line width and JupyterLab's language, in this environment's configuration."""
+    prefix = Path(prefix or sys.prefix)
+    config = prefix / "etc" / "jupyter" / "nbgrader_config.py"
+    line = f"c.Validator.width = {VALIDATE_WIDTH}  # attncourse: show test messages in full"
+    text = config.read_text(encoding="utf-8") if config.exists() else "c = get_config()  # noqa: F821\n"
+    if line not in text:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(text.rstrip("\n") + "\n" + line + "\n", encoding="utf-8")
+    overrides = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings = json.loads(overrides.read_text(encoding="utf-8")) if overrides.exists() else {}
+    overrides.parent.mkdir(parents=True, exist_ok=True)
+    overrides.write_text(json.dumps({**settings, **LOCALE}, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
 def main():
     run = [sys.executable, "-m"]
     subprocess.run([*run, "jupyterlab.labextensions", "disable", "--level=sys_prefix", *INSTRUCTOR_PLUGINS],
@@ -38,7 +59,8 @@ def main():
     left = still_on()
     if left:
         sys.exit(f"未能关闭：{'、'.join(left)}（是否已在这个环境中安装了作业包里的 attncourse？）")
-    print("已完成：JupyterLab 中保留 Validate（验证）按钮，关闭了教师用的评分工具。")
+    write_settings()
+    print("已完成：JupyterLab 中保留 Validate（验证）按钮，关闭了教师用的评分工具，界面改为中文。")
 
 
 if __name__ == "__main__":
