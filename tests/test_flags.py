@@ -107,3 +107,33 @@ def test_what_shows_intent_but_changes_no_verdict_is_a_note(code, words):
 def test_a_hold_names_the_cell_and_line():
     found = flags.findings([(3, "单元格 masked_softmax", "x = 1\nimport gc\n")], IMPORTS)
     assert [(f.cell, f.line, str(f)) for f in found] == [(3, 2, "单元格 masked_softmax 第 2 行：导入了 gc")]
+
+
+# --- what the course itself writes holds nothing ---------------------------------------------------------------
+
+def _course_code():
+    """(where, source) of every code cell of the decks, every visible test of the student versions, and every
+    correct answer of the catalogs: code a student may copy into a notebook."""
+    import nbformat
+
+    from attncourse.grading.authoring.variants import load_catalog
+    from attncourse.grading.cells import HIDDEN_PART, is_test_cell
+    from conftest import ROOT, UNITS
+    found = [(f"{deck.name} #{i}", c.source) for deck in sorted((ROOT / "notebooks").glob("*.ipynb"))
+             for i, c in enumerate(nbformat.read(deck, as_version=4).cells) if c.cell_type == "code"]
+    for unit in UNITS:
+        for path in (ROOT / "release" / unit).glob("*.ipynb"):
+            found += [(f"{unit} {c.metadata['nbgrader']['grade_id']}", HIDDEN_PART.sub("", c.source))
+                      for c in nbformat.read(path, as_version=4).cells if is_test_cell(c)]
+        catalog = load_catalog(ROOT, unit)
+        answers = {"LECTURER": catalog.LECTURER, **{f"ALSO_CORRECT[{k}]": v for k, v in catalog.ALSO_CORRECT.items()}}
+        found += [(f"{unit} {name} {gid}", code) for name, cells in answers.items() for gid, code in cells.items()]
+    return found
+
+
+def test_decks_visible_tests_and_correct_answers_hold_nothing():
+    code = _course_code()
+    assert len(code) > 100
+    held = [(where, str(f)) for where, source in code for f in flags.findings([(0, where, source)], IMPORTS)
+            if f.holds(sandboxed=True) or f.kind == "note"]
+    assert held == []
