@@ -79,6 +79,27 @@ _DECK = deck_definitions(__file__, "notebooks/01_attention_scoring.ipynb",
 if _DECK:
     ALSO_CORRECT["deck"] = _DECK
 
+# causal masking beyond the lecture, written two other honest ways
+ALSO_CORRECT["causal_tril"] = {"causal_masked_softmax": '''def causal_masked_softmax(X, valid_lens=None):
+    q, k = X.shape[-2:]
+    mask = torch.ones(q, k, dtype=torch.bool, device=X.device).tril(diagonal=k - q)  # 右下对齐的下三角
+    if valid_lens is not None:
+        lens = valid_lens.unsqueeze(-1) if valid_lens.dim() == 1 else valid_lens
+        mask = mask & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    scores = X.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)'''}
+ALSO_CORRECT["causal_loop"] = {"causal_masked_softmax": '''def causal_masked_softmax(X, valid_lens=None):
+    out = torch.zeros_like(X)
+    q, k = X.shape[-2:]
+    for b in range(X.shape[0]):
+        for i in range(q):
+            n = k - q + i + 1  # 这个查询因果上能看的键数
+            if valid_lens is not None:
+                limit = valid_lens[b] if valid_lens.dim() == 1 else valid_lens[b, i]
+                n = min(n, int(limit))
+            out[b, i, :n] = F.softmax(X[b, i, :n], dim=-1)
+    return out'''}
+
 # ---------------------------------------------------------------------------------------------------------------
 # mistakes
 
@@ -86,6 +107,8 @@ MS_BASIC, MS_2D = "test_masked_softmax_basic", "test_masked_softmax_2d"
 ADD, ADD_DROP = "test_additive_attention", "test_additive_attention_dropout"
 DOT, SDPA = "test_dot_product_attention", "test_dot_product_sdpa"
 BIL, VAR = "test_bilinear_attention", "test_variance_experiment"
+CAUSAL, CAUSAL_LENS = "test_causal_masked_softmax", "test_causal_masked_softmax_valid_lens"
+KEEP = "keep = keys[None, :] <= positions[:, None]"
 
 FILL = "torch.finfo(X.dtype).min"
 ADD_TAIL = ("self.attention_weights = masked_softmax(scores, valid_lens)\n"
@@ -316,4 +339,38 @@ VARIANTS = [
     {"id": "var_uniform", "mistake": "用 torch.rand（[0, 1) 上的均匀分布）而不是 torch.randn 采样",
      "edits": {"variance_experiment": [("q = torch.randn(", "q = torch.rand("), ("k = torch.randn(", "k = torch.rand(")]},
      "caught_by": {VAR}},
+    {"id": "dot_no_dropout", "mistake": "定义了 self.dropout 却没用：训练模式下没有暂退法",
+     "edits": {"dot_product_attention": [("torch.bmm(self.dropout(self.attention_weights), values)",
+                                          "torch.bmm(self.attention_weights, values)")]},
+     "caught_by": {SDPA}},
+    {"id": "dot_store_after_dropout", "mistake": "self.attention_weights 存的是暂退法之后的权重",
+     "edits": {"dot_product_attention": [
+         ("self.attention_weights = masked_softmax(scores, valid_lens)\n        return torch.bmm(self.dropout(self.attention_weights), values)",
+          "self.attention_weights = self.dropout(masked_softmax(scores, valid_lens))\n        return torch.bmm(self.attention_weights, values)")]},
+     "caught_by": {SDPA}},
+    {"id": "causal_aligned_to_start", "mistake": "查询数少于键数时，把查询当成序列的前 q 个位置（掩码左上对齐）",
+     "edits": {"causal_masked_softmax": [("torch.arange(num_queries, device=X.device) + (num_keys - num_queries)",
+                                          "torch.arange(num_queries, device=X.device)")]},
+     "caught_by": {CAUSAL, CAUSAL_LENS}},
+    {"id": "causal_sees_future", "mistake": "方向反了：保留的是对角线之后的键（看未来，不看过去）",
+     "edits": {"causal_masked_softmax": [(KEEP, "keep = keys[None, :] >= positions[:, None]")]},
+     "caught_by": {CAUSAL, CAUSAL_LENS}},
+    {"id": "causal_strict", "mistake": "差一位：用 < 而不是 <=，查询看不到自己",
+     "edits": {"causal_masked_softmax": [(KEEP, "keep = keys[None, :] < positions[:, None]")]},
+     "caught_by": {CAUSAL, CAUSAL_LENS}},
+    {"id": "causal_manual_softmax_overflow", "mistake": "手写 exp 再归一化：分数很大时上溢成 inf/NaN",
+     "edits": {"causal_masked_softmax": [
+         ("return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)",
+          "e = torch.exp(X) * keep\n    return e / e.sum(dim=-1, keepdim=True)")]},
+     "caught_by": {CAUSAL}},
+    {"id": "causal_ignores_valid_lens", "mistake": "只做因果掩蔽，忘了有效长度",
+     "edits": {"causal_masked_softmax": [("keep = keep & (keys < valid_lens[..., None])", "pass")]},
+     "caught_by": {CAUSAL_LENS}},
+    {"id": "causal_union", "mistake": "两个条件取“或”而不是“且”：满足其中一个的键就参与",
+     "edits": {"causal_masked_softmax": [("keep = keep & (keys < valid_lens[..., None])",
+                                          "keep = keep | (keys < valid_lens[..., None])")]},
+     "caught_by": {CAUSAL_LENS}},
+    {"id": "causal_fill_minus_1e9", "mistake": "用 -1e9 填充：float16 放不下，float16 的测试报错",
+     "edits": {"causal_masked_softmax": [("torch.finfo(X.dtype).min", "-1e9")]},
+     "caught_by": {CAUSAL, CAUSAL_LENS}},
 ]
