@@ -191,10 +191,16 @@ def _per_head(body):
 
 SHAPES, VS_TORCH, VALID_LENS = "test_mha_shapes", "test_mha_vs_torch", "test_mha_valid_lens"
 KV_SIZES, PARAM_COUNT, HC = "test_mha_kv_sizes", "test_mha_param_count", "test_head_contributions"
+GPT2_PARAMS, GPT2_FORWARD = "test_load_gpt2_params", "test_load_gpt2_forward"
 _MHA_ALL = {VS_TORCH, VALID_LENS, KV_SIZES}
 _EXERCISE_2 = {SHAPES, VS_TORCH, VALID_LENS, KV_SIZES, PARAM_COUNT}
 _HC_SPLIT = "X = X.reshape(batch_size, num_queries, num_heads, head_dim).permute(0, 2, 1, 3)"
 _HC_W = "W = W_o.weight.reshape(W_o.out_features, num_heads, head_dim).permute(1, 2, 0)"
+_GPT2_HEAD = ("def load_gpt2_attention(mha, state_dict, layer):\n"
+              "    prefix = f\"h.{layer}.attn.\"\n"
+              "    W, b = state_dict[prefix + \"c_attn.weight\"], state_dict[prefix + \"c_attn.bias\"]\n"
+              "    d = W.shape[0]\n")
+_GPT2_PROJ = "(mha.W_o, state_dict[prefix + \"c_proj.weight\"], state_dict[prefix + \"c_proj.bias\"])"
 
 VARIANTS = [
     # ---- exercise 1: transposes
@@ -330,6 +336,10 @@ VARIANTS = [
      "edits": {"load_from_torch": [("w_q, w_k, w_v = torch_mha.in_proj_weight.split(E, dim=0)",
                                     "w_k, w_q, w_v = torch_mha.in_proj_weight.split(E, dim=0)")]},
      "caught_by": {"test_load_from_torch"}},
+    {"id": "load_no_return",
+     "mistake": "载入后没有返回 mha",
+     "edits": {"load_from_torch": [("    return mha\n", "")]},
+     "caught_by": {"test_load_from_torch"}},
     # ---- exercise 5: head_contributions
     {"id": "hc_heads_interleaved",
      "mistake": "拆头时把最后一维当成 (head_dim, num_heads)：各头拿到的是交错的列",
@@ -364,5 +374,71 @@ VARIANTS = [
          "only_i = torch.zeros_like(X)\n"
          "        only_i[..., cols] = X[..., cols]\n"
          "        parts.append(W_o(only_i) if W_o.bias is None else W_o(only_i) - W_o.bias)")},
+     "caught_by": set()},
+    # ---- exercise 6: load_gpt2_attention
+    {"id": "gpt2_no_transpose",
+     "mistake": "把 Conv1D 的权重当成 nn.Linear 的存放方式，c_attn、c_proj 都没有转置（d×d 的块形状相同，不报错）",
+     "edits": {"load_gpt2_attention": [("linear.weight.copy_(weight.T)", "linear.weight.copy_(weight)")]},
+     "caught_by": {GPT2_PARAMS, GPT2_FORWARD}},
+    {"id": "gpt2_c_proj_not_transposed",
+     "mistake": "c_attn 的三段转置了，c_proj 却没有转置（它本来就是 d×d，形状对得上）",
+     "edits": {"load_gpt2_attention": [
+         ("linear.weight.copy_(weight.T)", "linear.weight.copy_(weight if linear is mha.W_o else weight.T)")]},
+     "caught_by": {GPT2_FORWARD}},
+    {"id": "gpt2_order_kqv",
+     "mistake": "把 c_attn 的三段当成 (键, 查询, 值) 的顺序",
+     "edits": {"load_gpt2_attention": [("w_q, w_k, w_v = state_dict", "w_k, w_q, w_v = state_dict"),
+                                       ("b_q, b_k, b_v = state_dict", "b_k, b_q, b_v = state_dict")]},
+     "caught_by": {GPT2_PARAMS, GPT2_FORWARD}},
+    {"id": "gpt2_layer_zero",
+     "mistake": "键名写死成第 0 层（h.0.attn.），忽略参数 layer",
+     "edits": {"load_gpt2_attention": [('prefix = f"h.{layer}.attn."', 'prefix = "h.0.attn."')]},
+     "caught_by": {GPT2_PARAMS, GPT2_FORWARD}},
+    {"id": "gpt2_no_bias",
+     "mistake": "只复制权重，忘了 c_attn.bias 与 c_proj.bias",
+     "edits": {"load_gpt2_attention": [("            linear.bias.copy_(bias)\n", "")]},
+     "caught_by": {GPT2_PARAMS, GPT2_FORWARD}},
+    {"id": "gpt2_no_return",
+     "mistake": "载入后没有返回 mha",
+     "edits": {"load_gpt2_attention": [("    return mha\n", "")]},
+     "caught_by": {GPT2_FORWARD}},
+    {"id": "gpt2_shared_parameters",
+     "mistake": "用 nn.Parameter(权重的转置) 替换原有参数：它与 state_dict 共用内存，数据类型也跟着 state_dict 变",
+     "cells": {"load_gpt2_attention": _GPT2_HEAD + """    for linear, weight, bias in ((mha.W_q, W[:, :d], b[:d]), (mha.W_k, W[:, d:2 * d], b[d:2 * d]),
+                                 (mha.W_v, W[:, 2 * d:], b[2 * d:]), """ + _GPT2_PROJ + """):
+        linear.weight = nn.Parameter(weight.T)
+        linear.bias = nn.Parameter(bias)
+    return mha"""},
+     "caught_by": {GPT2_PARAMS}},
+    {"id": "gpt2_transpose_in_place",
+     "mistake": "用 t_() 原地转置 state_dict 中的权重：载入的数值对，state_dict 却被改了（再载入一次就错）",
+     "cells": {"load_gpt2_attention": _GPT2_HEAD + """    W.t_()
+    state_dict[prefix + "c_proj.weight"].t_()
+    with torch.no_grad():
+        for linear, weight, bias in ((mha.W_q, W[:d], b[:d]), (mha.W_k, W[d:2 * d], b[d:2 * d]),
+                                     (mha.W_v, W[2 * d:], b[2 * d:]), """ + _GPT2_PROJ + """):
+            linear.weight.copy_(weight)
+            linear.bias.copy_(bias)
+    return mha"""},
+     "caught_by": {GPT2_PARAMS}},
+    {"id": "gpt2_load_state_dict_ok",
+     "mistake": "（正确）改名、转置后交给 mha.load_state_dict(..., strict=False)：它把数值复制进原有的参数",
+     "cells": {"load_gpt2_attention": _GPT2_HEAD + """    c_proj = prefix + "c_proj."
+    mapped = {"W_o.weight": state_dict[c_proj + "weight"].T, "W_o.bias": state_dict[c_proj + "bias"]}
+    for i, name in enumerate(("W_q", "W_k", "W_v")):
+        mapped[name + ".weight"] = W[:, i * d:(i + 1) * d].T
+        mapped[name + ".bias"] = b[i * d:(i + 1) * d]
+    mha.load_state_dict(mapped, strict=False)
+    return mha"""},
+     "caught_by": set()},
+    {"id": "gpt2_transpose_first_ok",
+     "mistake": "（正确）先把整个 c_attn.weight 转置成 (3d, d)，再沿第 0 维切三段，用 .data 赋值复制后的张量",
+     "cells": {"load_gpt2_attention": _GPT2_HEAD + """    parts = W.T.split(d)
+    for linear, weight, bias in zip((mha.W_q, mha.W_k, mha.W_v), parts, b.split(d)):
+        linear.weight.data = weight.clone().to(linear.weight)
+        linear.bias.data = bias.clone().to(linear.bias)
+    mha.W_o.weight.data = state_dict[prefix + "c_proj.weight"].T.clone().to(mha.W_o.weight)
+    mha.W_o.bias.data = state_dict[prefix + "c_proj.bias"].clone().to(mha.W_o.bias)
+    return mha"""},
      "caught_by": set()},
 ]
