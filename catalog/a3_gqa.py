@@ -295,6 +295,18 @@ def mha_to_gqa(mha, num_kv_heads):
 }
 
 ALSO_CORRECT = {"hf_style": HF_STYLE}
+STATIC, STATIC_IN_PLACE, STATIC_LIMITS = "test_static_cache", "test_static_cache_in_place", "test_static_cache_limits"
+_STATIC_HEAD = '''class StaticKVCache:
+    def __init__(self, max_len):
+        self.max_len, self.length = max_len, 0
+        self.k_buffer = self.v_buffer = None
+        self.keys = self.values = None
+
+    def append(self, keys, values):
+        start, end = self.length, self.length + keys.shape[1]
+        if end > self.max_len:
+            raise ValueError("放不下")
+'''
 _DECK = deck_definitions(__file__, "notebooks/03_mqa_gqa.ipynb", DECK_CELLS)
 if _DECK:
     ALSO_CORRECT["deck"] = _DECK
@@ -620,4 +632,106 @@ VARIANTS = [
      "mistake": "只展开权重，W_k、W_v 的偏置留着随机初始值",
      "edits": {"gqa_to_mha": [(_DROP_BIAS_COPY.format("expand"), "")]},
      "caught_by": {"test_gqa_to_mha"}},
+    # ---- question 5, fairness: an attribute of the student's own class is fine (the test tries their class first)
+    {"id": "pool_reads_own_head_dim_ok",
+     "mistake": "（正确）自己的 GroupedQueryAttention 另存了 self.head_dim，mha_to_gqa 读的是它：题目没有禁止，应得满分",
+     "edits": {"grouped_query_attention": [("self.num_heads, self.num_kv_heads = num_heads, num_kv_heads",
+                                            "self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n"
+                                            "        self.head_dim = num_hiddens // num_heads")],
+               "mha_to_gqa": [("    def pool(t):", "    d = gqa.head_dim\n\n    def pool(t):")]},
+     "caught_by": set()},
+    # ---- question 7: StaticKVCache
+    {"id": "static_cat_realloc",
+     "mistake": "StaticKVCache 仍用 torch.cat 拼接：结果对，但每一步都分配新内存、复制整个缓存（max_len 只用来检查长度）",
+     "cells": {"static_kv_cache": _STATIC_HEAD + """        if self.k_buffer is None:
+            self.k_buffer, self.v_buffer = keys, values
+        else:
+            self.k_buffer = torch.cat([self.k_buffer, keys], dim=1)
+            self.v_buffer = torch.cat([self.v_buffer, values], dim=1)
+        self.length = end
+        self.keys, self.values = self.k_buffer, self.v_buffer
+        return self.keys, self.values"""},
+     "caught_by": {STATIC_IN_PLACE}},
+    {"id": "static_returns_copies",
+     "mistake": "为了“安全”，keys、values 与返回值都用 .clone() 复制了一份：每一步又复制整个缓存",
+     "edits": {"static_kv_cache": [("self.k_buffer[:, :end], self.v_buffer[:, :end]",
+                                    "self.k_buffer[:, :end].clone(), self.v_buffer[:, :end].clone()")]},
+     "caught_by": {STATIC_IN_PLACE}},
+    {"id": "static_default_dtype",
+     "mistake": "用 torch.zeros(行数, max_len, head_dim) 分配缓冲区：总是 CPU 上的 float32，不跟随键和值的数据类型与设备",
+     "edits": {"static_kv_cache": [
+         ("keys.new_zeros(keys.shape[0], self.max_len, keys.shape[2])", "torch.zeros(keys.shape[0], self.max_len, keys.shape[2])"),
+         ("values.new_zeros(values.shape[0], self.max_len, values.shape[2])",
+          "torch.zeros(values.shape[0], self.max_len, values.shape[2])")]},
+     "caught_by": {STATIC}},
+    {"id": "static_full_rejected",
+     "mistake": "容量检查差一：写成 end >= max_len，恰好放满 max_len 个词元也被拒绝",
+     "edits": {"static_kv_cache": [("if end > self.max_len:", "if end >= self.max_len:")]},
+     "caught_by": {STATIC_LIMITS}},
+    {"id": "static_no_limit_check",
+     "mistake": "不检查容量：放不下时切片赋值报 RuntimeError（形状不符），不是题目规定的 ValueError",
+     "edits": {"static_kv_cache": [("        if end > self.max_len:  # 先检查，再改动：出错时缓存保持原样\n"
+                                    "            raise ValueError(f\"缓存最多 {self.max_len} 个词元，已有 {start} 个，放不下再多 {keys.shape[1]} 个\")\n", "")]},
+     "caught_by": {STATIC_LIMITS}},
+    {"id": "static_length_before_check",
+     "mistake": "先把 length 加上新词元数再检查容量：抛出 ValueError 时 length 已经变了，缓存没有保持原样",
+     "edits": {"static_kv_cache": [("        start, end = self.length, self.length + keys.shape[1]\n        if end > self.max_len:",
+                                    "        start = self.length\n        self.length += keys.shape[1]\n        end = self.length\n"
+                                    "        if end > self.max_len:")]},
+     "caught_by": {STATIC_LIMITS}},
+    {"id": "static_whole_buffer",
+     "mistake": "返回整个缓冲区（包括还没写入的空位），注意力也看了全零的键",
+     "edits": {"static_kv_cache": [("self.k_buffer[:, :end], self.v_buffer[:, :end]", "self.k_buffer, self.v_buffer")]},
+     "caught_by": {STATIC, STATIC_LIMITS}},
+    {"id": "static_property_ok",
+     "mistake": "（正确）keys、values 写成 @property，缓冲区用 torch.empty 分配，用 narrow(...).copy_() 写入",
+     "cells": {"static_kv_cache": """class StaticKVCache:
+    def __init__(self, max_len):
+        self.max_len = max_len
+        self.length = 0
+        self.k_buffer = None
+        self.v_buffer = None
+
+    @property
+    def keys(self):
+        return None if self.k_buffer is None else self.k_buffer.narrow(1, 0, self.length)
+
+    @property
+    def values(self):
+        return None if self.v_buffer is None else self.v_buffer.narrow(1, 0, self.length)
+
+    def append(self, keys, values):
+        t_new = keys.shape[1]
+        if self.length + t_new > self.max_len:
+            raise ValueError("超过 max_len")
+        if self.k_buffer is None:
+            self.k_buffer = torch.empty(keys.shape[0], self.max_len, keys.shape[2], dtype=keys.dtype, device=keys.device)
+            self.v_buffer = torch.empty(values.shape[0], self.max_len, values.shape[2], dtype=values.dtype, device=values.device)
+        self.k_buffer.narrow(1, self.length, t_new).copy_(keys)
+        self.v_buffer.narrow(1, self.length, t_new).copy_(values)
+        self.length += t_new
+        return self.keys, self.values"""},
+     "caught_by": set()},
+    {"id": "static_subclass_ok",
+     "mistake": "（正确）继承第 4 题的 KVCache（沿用它的 keys、values），缓冲区用 torch.zeros_like 按第一次的键分配",
+     "cells": {"static_kv_cache": """class StaticKVCache(KVCache):
+    def __init__(self, max_len):
+        super().__init__()
+        self.max_len, self.length = max_len, 0
+        self.k_buffer = self.v_buffer = None
+
+    def append(self, keys, values):
+        n = self.length + keys.size(1)
+        if n > self.max_len:
+            raise ValueError(f"StaticKVCache 已满：max_len={self.max_len}")
+        if self.k_buffer is None:
+            shape = (keys.size(0), self.max_len, keys.size(2))
+            self.k_buffer = torch.zeros(shape, dtype=keys.dtype, device=keys.device)
+            self.v_buffer = torch.zeros(shape, dtype=values.dtype, device=values.device)
+        self.k_buffer[:, self.length:n].copy_(keys)
+        self.v_buffer[:, self.length:n].copy_(values)
+        self.length = n
+        self.keys, self.values = self.k_buffer[:, :n], self.v_buffer[:, :n]
+        return self.keys, self.values"""},
+     "caught_by": set()},
 ]

@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attncourse.grading.authoring.variants import catalog_cases, load_catalog, source_notebook
-from attncourse.grading.cells import grade_id, has_hidden_tests, test_cell_ids
+from attncourse.grading.authoring.variants import catalog_cases, deck_only, load_catalog, source_notebook
+from attncourse.grading.cells import grade_id, has_hidden_tests, is_test_cell, test_cell_ids
 from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.release import student_version as release
 from attncourse.grading.run import autograde
@@ -86,18 +86,20 @@ def catalog_course(tmp_path_factory):
 
 
 _GRADED = {}
+DECK_ONLY = "deck_only"  # a student who copies the deck's code and answers nothing else
 
 
 @pytest.fixture
 def catalog_grades(catalog_course, unit):
     """One unit's catalog graded through the course's grading path (sandboxed where possible), once per
-    session: the reference answer, the lecturer's code, the other correct answers and each buggy variant.
-    Returns {"cases": {student: Outcome}, "variants": [...], "tests": [...], "hidden": [...], "correct": [...]}."""
+    session: the reference answer, the lecturer's code, the other correct answers, each buggy variant and
+    `DECK_ONLY`, the deck's code alone. Returns {"cases": {student: Outcome}, "variants": [...], "tests": [...],
+    "hidden": [...], "correct": [...]}."""
     if unit not in _GRADED:
         root, submitted = catalog_course, catalog_course / "submitted" / unit
         catalog = load_catalog(root, unit)
         src = source_notebook(root, unit, catalog)
-        cases = catalog_cases(root, unit)
+        cases = {**catalog_cases(root, unit), DECK_ONLY: (deck_only(root, unit), None)}
         pairs = []
         for student, (nb, _) in cases.items():
             folder = submitted / student / unit
@@ -109,9 +111,15 @@ def catalog_grades(catalog_course, unit):
         _GRADED[unit] = {
             "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
             "hidden": [grade_id(c) for c in src.cells if has_hidden_tests(c)],
-            "correct": [k for k, (_, lost) in cases.items() if not lost and not k.startswith("bug_")],
+            "correct": [k for k, (_, lost) in cases.items() if lost == set() and not k.startswith("bug_")],
             "cases": {o.student: o for o in outcomes}}
     return _GRADED[unit]
+
+
+def auto_points(unit) -> float:
+    """The autograded points of a unit (its test cells), so that a clean answer's score is never pasted."""
+    src = nbformat.read(ROOT / "source" / unit / f"{load_catalog(ROOT, unit).NOTEBOOK}.ipynb", as_version=4)
+    return sum(float(c.metadata["nbgrader"]["points"]) for c in src.cells if is_test_cell(c))
 
 
 def lost_points(outcome, tests):

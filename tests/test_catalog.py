@@ -3,7 +3,7 @@ lecturer and deck code earn full marks; every catalogued bug loses points exactl
 catch it; every hidden test catches a bug that only it catches."""
 import pytest
 
-from conftest import UNITS, lost_points
+from conftest import DECK_ONLY, UNITS, lost_points
 
 pytestmark = pytest.mark.slow
 
@@ -40,3 +40,13 @@ def test_every_hidden_test_catches_a_bug_only_it_catches(catalog_grades, unit):
     alone = {tuple(v["caught_by"])[0] for v in catalog_grades["variants"] if len(v["caught_by"]) == 1}
     missing = [cell for cell in catalog_grades["hidden"] if cell not in alone]
     assert not missing, f"{unit}: hidden tests with no bug that only they catch: {missing}"
+
+
+def test_copying_the_deck_earns_at_most_two_thirds(catalog_grades, unit):
+    """At least a third of each assignment's autograded points is for code no deck cell prints."""
+    outcome = catalog_grades["cases"][DECK_ONLY]
+    assert outcome.status == "graded", f"{unit}: {outcome.reason}"
+    tests = catalog_grades["tests"]
+    assert tests, f"{unit}: no test cells"
+    earned, maximum = (sum(outcome.cells[cell][i] for cell in tests) for i in (0, 1))
+    assert 0 < earned <= 2 / 3 * maximum, f"{unit}: the deck's code alone earns {earned} of {maximum} points"

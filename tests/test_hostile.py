@@ -20,7 +20,7 @@ from nbgrader.api import Gradebook
 
 from attncourse.grading.records import read_record
 from attncourse.grading.release import student_version as release
-from conftest import ROOT, copy_course
+from conftest import ROOT, auto_points, copy_course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
@@ -260,4 +260,4 @@ def test_a_locked_gradebook_is_waited_for(tmp_path):
     out, err = proc.communicate(timeout=600)
     assert still_waiting, f"grading one student takes {alone:.0f} s, yet it had ended after {hold:.0f} s with the lock held"
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
-    assert re.search(r"a1_scoring\s+c01_honest\s+✔ 20/", out), out[-2000:]
+    assert re.search(rf"a1_scoring\s+c01_honest\s+✔ {auto_points('a1_scoring'):g}/", out), out[-2000:]

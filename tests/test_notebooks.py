@@ -57,6 +57,22 @@ def test_referenced_images_exist(path):
                 assert (path.parent / link).resolve().is_file(), f"{path.name}: missing image {link}"
 
 
+MAX_LECTURE_CODE_LINES = 15  # AUTHORING.md: a code cell the audience reads on a slide
+APPENDIX = re.compile(r"#+\s*附录")
+
+
+@pytest.mark.parametrize("path", DECKS, ids=_ids(DECKS))
+def test_lecture_code_cells_are_short(path):
+    """Before the appendix, no code cell is longer than a slide can show legibly."""
+    cells = nbformat.read(path, as_version=4).cells
+    end = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and APPENDIX.match(c.source)), len(cells))
+    code = [c for c in cells[:end] if c.cell_type == "code"]
+    assert code, f"{path.name}: no code cells before the appendix"
+    long = [(cells.index(c), c.source.splitlines()[0]) for c in code
+            if len(c.source.rstrip().splitlines()) > MAX_LECTURE_CODE_LINES]
+    assert not long, f"{path.name}: code cells over {MAX_LECTURE_CODE_LINES} lines (split them or move them to the appendix): {long}"
+
+
 def _execute(path):
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3",

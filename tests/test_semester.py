@@ -21,7 +21,7 @@ from nbgrader.api import Gradebook
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import copy_course_files
 from attncourse.grading.release import student_version as release
-from conftest import ROOT, copy_course, course
+from conftest import ROOT, auto_points, copy_course, course
 
 pytestmark = pytest.mark.slow
 
@@ -150,9 +150,10 @@ def test_grading_again_keeps_grades_and_the_manual_grade(semester):
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         assert gb.find_grade("why_scale", "scoring", A1, IDS[0]).manual_score == 1.5
     rows = {r["student"]: r for r in _csv(root / "build" / "grades.csv")}
-    assert float(rows[IDS[0]]["score"]) == 20 + 1.5 and rows[IDS[0]]["pending_manual"] == "0"
-    assert float(rows["2023999901"]["score"]) == 20 and float(rows["2023999902"]["score"]) == 0
-    assert float(rows[IDS[2]]["score"]) < 20 and float(rows[IDS[11]]["score"]) == 20 > float(rows[IDS[10]]["score"])
+    clean = auto_points(A1)
+    assert float(rows[IDS[0]]["score"]) == clean + 1.5 and rows[IDS[0]]["pending_manual"] == "0"
+    assert float(rows["2023999901"]["score"]) == clean and float(rows["2023999902"]["score"]) == 0
+    assert float(rows[IDS[2]]["score"]) < clean and float(rows[IDS[11]]["score"]) == clean > float(rows[IDS[10]]["score"])
 
 
 def test_feedback_report_and_lms_export(semester):
@@ -162,7 +163,7 @@ def test_feedback_report_and_lms_export(semester):
     assert (root / "build" / "report" / "report.html").read_text(encoding="utf-8").count("<img") >= 2
     lms = {r["学号"]: r for r in _csv(root / "build" / "lms.csv")}
     assert set(lms) == set(IDS) | {"2023999901", "2023999902"}
-    assert lms[IDS[0]]["姓名"] == "张三" and float(lms[IDS[0]][A1]) == 21.5 and lms[IDS[0]][A2] == ""
+    assert lms[IDS[0]]["姓名"] == "张三" and float(lms[IDS[0]][A1]) == auto_points(A1) + 1.5 and lms[IDS[0]][A2] == ""
     assert "待人工评分" in lms[IDS[1]]["说明"]
 
 

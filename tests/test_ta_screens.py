@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 from attncourse.browser import Browser, jupyterlab
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
-from conftest import copy_course, course
+from conftest import auto_points, copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
@@ -142,7 +142,7 @@ def test_a_written_answer_graded_in_formgrader_reaches_the_export(graded, formgr
     course(root, "export", "--to", "build/lms.csv")
     with open(root / "build" / "lms.csv", encoding="utf-8-sig") as f:
         rows = {r["学号"]: r for r in csv.DictReader(f)}
-    assert rows[HONEST][A1] == "21.5" and rows[HONEST]["姓名"] == "张三", rows[HONEST]
+    assert float(rows[HONEST][A1]) == auto_points(A1) + 1.5 and rows[HONEST]["姓名"] == "张三", rows[HONEST]
     assert rows[HELD][A1] == "待复核"
 
 

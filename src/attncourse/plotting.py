@@ -8,10 +8,18 @@ from .fonts import setup_cjk_font
 
 CMAP = "Reds"
 
+# Type sizes (pt) for a lecture hall: tick labels and legends stay at 12 pt or more on a projected slide even
+# where the offline slides shrink a picture slightly (reveal.js draws them at 0.96). Plots in the decks are
+# drawn at their natural size, about 10.8 inches (1080 px) wide, which is 80% or more of a 1280-px slide.
+FONT_SIZES = {"font.size": 14, "axes.titlesize": 15, "axes.labelsize": 14, "xtick.labelsize": 13,
+              "ytick.labelsize": 13, "legend.fontsize": 13, "legend.title_fontsize": 13}
+LINES = {"lines.linewidth": 2.0, "lines.markersize": 7.0}
+
 
 def use_course_style():
-    """Seaborn theme, CJK font, and SVG text as paths (renders without the font installed)."""
-    sns.set_theme(style="white", context="notebook")
+    """Seaborn theme with type large enough for a lecture hall, CJK font, and SVG text as paths (renders
+    without the font installed)."""
+    sns.set_theme(style="white", context="notebook", rc={**FONT_SIZES, **LINES})
     setup_cjk_font()  # after set_theme, which resets the font list
     matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "attncourse",
                                 "figure.dpi": 100, "savefig.bbox": "tight"})

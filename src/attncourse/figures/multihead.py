@@ -15,92 +15,104 @@ GREY = "#F2F2F2"
 EDGE = "#333333"
 
 
-def _box(ax, x, y, w, h, text, face=GREY, fontsize=11, edge=EDGE, **kw):
+# Lecture-hall sizes: every figure is drawn WIDTH inches wide, the size a slide shows it at (about 1060 px,
+# 83% of a 1280-px slide), so a font size here is the size on the screen; no text is smaller than 13 pt.
+WIDTH = 10.8
+LABEL, TEXT, SMALL = 16, 15, 13
+
+
+def _canvas(xlim, ylim, width=WIDTH):
+    """A figure `width` inches wide whose single axes fills it, with equal scales on x and y."""
+    (x0, x1), (y0, y1) = xlim, ylim
+    fig = plt.figure(figsize=(width, width * (y1 - y0) / (x1 - x0)))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def _box(ax, x, y, w, h, text, face=GREY, fontsize=TEXT, edge=EDGE, **kw):
     """A rounded box centred at (x, y) with a centred label."""
     ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                facecolor=face, edgecolor=edge, linewidth=1.2))
+                                facecolor=face, edgecolor=edge, linewidth=1.3))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **kw)
 
 
-
-def _arrow(ax, start, end, color=EDGE, lw=1.1):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=11, color=color,
+def _arrow(ax, start, end, color=EDGE, lw=1.3):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, color=color,
                                  linewidth=lw, shrinkA=0, shrinkB=0))
 
 
 def write_architecture(path):
-    """Inputs → h parallel projections → h attention heads → concatenation → W_o → output (bottom to top)."""
-    fig, ax = plt.subplots(figsize=(8.6, 6.4))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(0, 8.4)
-    ax.axis("off")
+    """Inputs → h parallel projections → h attention heads → concatenation → W_o → output (left to right)."""
+    fig, ax = _canvas((-1.0, 12.6), (-1.05, 5.05))
 
-    # Inputs at the bottom.
-    inputs = {"q": (2.6, "查询 $\\mathbf{q}$"), "k": (5.0, "键 $\\mathbf{k}$"), "v": (7.4, "值 $\\mathbf{v}$")}
-    for x, label in inputs.values():
-        _box(ax, x, 0.55, 1.6, 0.6, label, face="white")
+    # Inputs on the left.
+    inputs = {"q": (3.7, "查询 $\\mathbf{q}$"), "k": (1.9, "键 $\\mathbf{k}$"), "v": (0.1, "值 $\\mathbf{v}$")}
+    for y, label in inputs.values():
+        _box(ax, 0.0, y, 1.5, 0.6, label, face="white")
 
-    # Three heads drawn, the third stands for head h.
-    head_x = [2.0, 4.6, 8.0]
-    head_names = ["头 1", "头 2", "头 $h$"]
-    for i, (hx, name) in enumerate(zip(head_x, head_names)):
-        color = HEAD_COLORS[i]
-        for j, (kind, dx) in enumerate((("q", -0.62), ("k", 0.0), ("v", 0.62))):
-            px = hx + dx
-            label = f"$\\mathbf{{W}}^{{({kind})}}_{{{i + 1 if i < 2 else 'h'}}}$"
-            _box(ax, px, 2.35, 0.56, 0.9, label, face=color + "33", edge=color, fontsize=10)
-            _arrow(ax, (inputs[kind][0], 0.87), (px, 1.88), color="#888888", lw=0.8)
-            _arrow(ax, (px, 2.82), (hx + dx * 0.5, 3.7), color=color)
-        _box(ax, hx, 4.1, 1.75, 0.75, f"注意力汇聚 $f$\n{name}", face=color + "55", edge=color, fontsize=10)
-        _arrow(ax, (hx, 4.5), (hx, 5.35), color=color)
-    ax.text(6.3, 4.1, "⋯", ha="center", va="center", fontsize=22)
-    ax.text(6.3, 2.35, "⋯", ha="center", va="center", fontsize=22)
+    # Three heads drawn, the third stands for head h: its projections W_q, W_k, W_v stacked, then f.
+    head_y = [3.75, 2.0, -0.25]
+    for i, hy in enumerate(head_y):
+        color, name = HEAD_COLORS[i], ("1", "2", "h")[i]
+        for kind, dy in (("q", 0.5), ("k", 0.0), ("v", -0.5)):
+            label = f"$\\mathbf{{W}}^{{({kind})}}_{{{name}}}$"
+            _box(ax, 3.0, hy + dy, 0.85, 0.42, label, face=color + "33", edge=color, fontsize=SMALL)
+            _arrow(ax, (0.75, inputs[kind][0]), (3.0 - 0.43, hy + dy), color="#999999", lw=0.9)
+            _arrow(ax, (3.43, hy + dy), (4.55, hy + dy * 0.4), color=color)
+        head = "$h$" if name == "h" else name
+        _box(ax, 5.5, hy, 1.9, 0.95, f"注意力汇聚 $f$\n头 {head}", face=color + "55", edge=color, fontsize=SMALL)
+        _arrow(ax, (6.45, hy), (7.45, hy), color=color)
+    for x in (3.0, 5.5):
+        ax.text(x, 0.85, r"$\vdots$", ha="center", va="center", fontsize=LABEL)
 
-    # Concatenation: one bar with a coloured slot per head.
-    bar_left, bar_w, bar_y = 1.2, 7.6, 5.45
-    slots = [(bar_left + k * bar_w / 4, HEAD_COLORS[k] if k < 2 else (None if k == 2 else HEAD_COLORS[2]))
-             for k in range(4)]
-    for x0, color in slots:
-        ax.add_patch(Rectangle((x0, bar_y), bar_w / 4, 0.5, facecolor=(color + "77") if color else "white",
-                               edgecolor=EDGE, linewidth=1.0))
-    ax.text(bar_left + 2.5 * bar_w / 4, bar_y + 0.25, "⋯", ha="center", va="center", fontsize=16)
-    ax.text(bar_left - 0.15, bar_y + 0.25, "拼接", ha="right", va="center", fontsize=11)
+    # Concatenation: one column with a coloured slot per head.
+    bar_x, bar_w, bar_top, bar_bottom = 7.45, 0.6, 4.3, -0.8
+    slot = (bar_top - bar_bottom) / 4
+    for k, color in enumerate([HEAD_COLORS[0], HEAD_COLORS[1], None, HEAD_COLORS[2]]):
+        y0 = bar_top - (k + 1) * slot
+        ax.add_patch(Rectangle((bar_x, y0), bar_w, slot, facecolor=(color + "77") if color else "white",
+                               edgecolor=EDGE, linewidth=1.2))
+    ax.text(bar_x + bar_w / 2, bar_top - 2.5 * slot, r"$\vdots$", ha="center", va="center", fontsize=LABEL)
 
-    _arrow(ax, (5.0, 5.98), (5.0, 6.55))
-    _box(ax, 5.0, 6.9, 2.6, 0.65, "全连接层 $\\mathbf{W}_o$", face="#FFFFFF")
-    _arrow(ax, (5.0, 7.25), (5.0, 7.75))
-    ax.text(5.0, 8.05, "输出（形状与单头相同）", ha="center", va="center", fontsize=11)
+    mid = (bar_top + bar_bottom) / 2
+    _arrow(ax, (bar_x + bar_w, mid), (8.75, mid))
+    _box(ax, 9.55, mid, 1.6, 0.75, "全连接层\n$\\mathbf{W}_o$", face="#FFFFFF")
+    _arrow(ax, (10.35, mid), (11.0, mid))
+    _box(ax, 11.75, mid, 1.5, 0.75, "输出", face=GREY)
+    ax.text(11.75, mid - 0.75, "形状与\n单头相同", ha="center", va="top", fontsize=SMALL, color="#555555")
 
-    # Right-hand notes: what each stage does.
-    ax.text(9.95, 2.35, "$h$ 组独立的\n线性投影", ha="right", va="center", fontsize=9, color="#555555")
+    # What each stage does, above its column.
+    for x, text in [(0.0, "输入"), (3.0, "$h$ 组独立的线性投影"), (5.5, "$h$ 个头并行"),
+                    (bar_x + bar_w / 2, "拼接")]:
+        ax.text(x, 4.75, text, ha="center", va="center", fontsize=TEXT, color="#333333")
     save(fig, path)
 
 
 def write_split(path):
     """transpose_qkv: columns of one sample are cut into head blocks, which become separate "samples"."""
     num_heads, items, width = 4, 3, 8  # 8 columns = 4 heads × 2
-    fig, ax = plt.subplots(figsize=(9.6, 3.4))
-    ax.set_xlim(-0.3, 19.3)
-    ax.set_ylim(-1.3, 4.6)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = _canvas((-0.3, 18.3), (-1.0, 3.15))
 
     # Left: one sample, (num_items, num_hiddens), columns coloured by head.
-    x0, y0, cell = 0.0, 1.0, 0.6
+    x0, y0, cell = 0.0, 0.6, 0.6
     for r in range(items):
         for c in range(width):
             head = c // (width // num_heads)
             ax.add_patch(Rectangle((x0 + c * cell, y0 + (items - 1 - r) * cell), cell, cell,
                                    facecolor=HEAD_COLORS[head] + "99", edgecolor="white", linewidth=1.5))
     ax.text(x0 + width * cell / 2, y0 + items * cell + 0.3, "样本 b：(num_items, num_hiddens)",
-            ha="center", va="bottom", fontsize=10)
+            ha="center", va="bottom", fontsize=SMALL)
     for h in range(num_heads):
-        ax.text(x0 + (2 * h + 1) * cell, y0 - 0.25, f"头 {h}", ha="center", va="top", fontsize=10,
+        ax.text(x0 + (2 * h + 1) * cell, y0 - 0.25, f"头 {h}", ha="center", va="top", fontsize=SMALL,
                 color=HEAD_COLORS[h], fontweight="bold")
     mid = y0 + items * cell / 2
     _arrow(ax, (x0 + width * cell + 0.4, mid), (x0 + width * cell + 3.0, mid))
     ax.text(x0 + width * cell + 1.7, mid + 0.3, "transpose_qkv", ha="center", va="bottom",
-            fontsize=9, family="monospace")
+            fontsize=SMALL, family="monospace")
 
     # Right: num_heads blocks of shape (num_items, num_hiddens / num_heads), stacked along the batch axis.
     bx = 8.6
@@ -110,11 +122,12 @@ def write_split(path):
             for c in range(2):
                 ax.add_patch(Rectangle((left + c * cell, y0 + (items - 1 - r) * cell), cell, cell,
                                        facecolor=HEAD_COLORS[h] + "99", edgecolor="white", linewidth=1.5))
-        ax.text(left + cell, y0 - 0.25, f"下标 b·{num_heads}+{h}", ha="center", va="top", fontsize=9,
+        ax.text(left + cell, y0 - 0.25, f"下标 b·{num_heads}+{h}", ha="center", va="top", fontsize=SMALL,
                 color=HEAD_COLORS[h], fontweight="bold")
-    ax.text(bx + 1.5 * 2.7 + cell, y0 + items * cell + 0.3,
-            "沿批量维排开：(batch_size·num_heads, num_items, num_hiddens/num_heads)",
-            ha="center", va="bottom", fontsize=10)
+    ax.text(bx + 1.5 * 2.7 + cell, y0 + items * cell + 0.3, "沿批量维排开，每块成为一个“样本”",
+            ha="center", va="bottom", fontsize=SMALL)
+    ax.text(bx + 1.5 * 2.7 + cell, -0.7, "形状 (batch_size·num_heads, num_items, num_hiddens/num_heads)",
+            ha="center", va="center", fontsize=SMALL)
     save(fig, path)
 
 

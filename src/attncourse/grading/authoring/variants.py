@@ -78,6 +78,20 @@ def catalog_cases(root, assignment) -> dict:
     return cases
 
 
+def deck_only(root, assignment) -> NotebookNode:
+    """The student version with only the answers a deck prints (`ALSO_CORRECT["deck"]`) filled in, the other
+    answer cells left as released: what a student who copies the lecture earns."""
+    catalog = load_catalog(root, assignment)
+    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    deck = getattr(catalog, "ALSO_CORRECT", {}).get("deck", {})
+    nb = copy.deepcopy(rel)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if is_answer_cell(cell) and gid in deck:
+            cell.source = deck[gid]
+    return nb
+
+
 def uses_cuda() -> bool:
     """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
     from ...device import get_device
