@@ -122,6 +122,25 @@ def test_what_the_kernel_sends_is_data_or_a_proxy(monkeypatch):
     assert type(found["f"]) is Remote and torch.equal(found["f"](torch.ones(2)), torch.full((2,), 2.0))
 
 
+def test_a_repeated_read_costs_one_round_trip_until_anything_else_runs(monkeypatch):
+    """Reads between two calls into the student's code are answered once; each answer is decoded afresh (a test
+    may change what it got), and a call, which may change the student's objects, makes the next read go out."""
+    kernel = FakeKernel(monkeypatch, {"net": torch.nn.Linear(2, 2)})
+    sent = []
+    session = Session(lambda request: sent.append(request["op"]) or kernel.send(request))
+    net = session.resolve({"net"})["net"]
+    first, again = net.weight, net.weight
+    assert sent == ["names", "getattr"] and torch.equal(first, again) and first is not again
+    with torch.no_grad():
+        first.zero_()
+    assert not torch.equal(net.weight, first), "a read answered here must not share what an earlier one returned"
+    net.weight.shape, net.bias
+    assert sent == ["names", "getattr", "getattr"]
+    net.zero_grad()  # a call: the student's objects may have changed
+    net.weight
+    assert sent == ["names", "getattr", "getattr", "getattr", "call", "getattr"]
+
+
 DPA = """class DotProductAttention(nn.Module):
     def __init__(self, dropout):
         super().__init__()

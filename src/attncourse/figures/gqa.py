@@ -81,7 +81,7 @@ def write_kv_cache(path):
     _arrow(ax, (xs[-1] + 0.42, 0.3), (q_x - 0.2, k_y - 0.32), color=NEW, lw=2)
     ax.text(7.0, 0.6, "$\\mathbf{W}_q$", fontsize=15, color=NEW, va="center")
     _arrow(ax, (q_x - 0.47, k_y), (xs[-1] + 0.45, k_y), lw=2)
-    ax.text(6.45, k_y + 0.12, "打分：t 个键", ha="center", va="bottom", fontsize=15)
+    ax.text(6.45, k_y + 0.12, "评分：t 个键", ha="center", va="bottom", fontsize=15)
     _box(ax, q_x, v_y, 0.9, 0.55, "输出", face="white", fontsize=16)
     _arrow(ax, (xs[-1] + 0.45, v_y), (q_x - 0.47, v_y), lw=2)
     ax.text(6.45, v_y + 0.12, "对 t 个值加权", ha="center", va="bottom", fontsize=15)
