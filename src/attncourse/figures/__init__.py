@@ -3,6 +3,23 @@ import importlib
 
 UNIT_MODULES = ["scoring", "multihead", "gqa"]
 
+# Lecture-hall sizes: every figure is drawn WIDTH inches wide, the size a slide shows it at (about 1060 px,
+# 83% of a 1280-px slide), so a font size in a figure is the size on the screen; no text is smaller than 13 pt.
+WIDTH = 10.8
+
+
+def canvas(xlim, ylim, width=WIDTH):
+    """A figure `width` inches wide whose single axes fills it, with equal scales on x and y."""
+    import matplotlib.pyplot as plt
+    (x0, x1), (y0, y1) = xlim, ylim
+    fig = plt.figure(figsize=(width, width * (y1 - y0) / (x1 - x0)))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
 
 def save(fig, path):
     """Save and close; an SVG gets no date, so that re-running `course figures` changes no file."""

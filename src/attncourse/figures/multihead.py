@@ -7,30 +7,13 @@ matplotlib knows works, which helps when checking a figure by eye). `course figu
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from . import save
+from . import canvas, save
 
 # One colour per head, shared by both figures so that "head i" looks the same everywhere.
 HEAD_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3"]
 GREY = "#F2F2F2"
 EDGE = "#333333"
-
-
-# Lecture-hall sizes: every figure is drawn WIDTH inches wide, the size a slide shows it at (about 1060 px,
-# 83% of a 1280-px slide), so a font size here is the size on the screen; no text is smaller than 13 pt.
-WIDTH = 10.8
-LABEL, TEXT, SMALL = 16, 15, 13
-
-
-def _canvas(xlim, ylim, width=WIDTH):
-    """A figure `width` inches wide whose single axes fills it, with equal scales on x and y."""
-    (x0, x1), (y0, y1) = xlim, ylim
-    fig = plt.figure(figsize=(width, width * (y1 - y0) / (x1 - x0)))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
+LABEL, TEXT, SMALL = 16, 15, 13  # points on the screen (figures are drawn at their size on a slide)
 
 
 def _box(ax, x, y, w, h, text, face=GREY, fontsize=TEXT, edge=EDGE, **kw):
@@ -47,7 +30,7 @@ def _arrow(ax, start, end, color=EDGE, lw=1.3):
 
 def write_architecture(path):
     """Inputs → h parallel projections → h attention heads → concatenation → W_o → output (left to right)."""
-    fig, ax = _canvas((-1.0, 12.6), (-1.05, 5.05))
+    fig, ax = canvas((-1.0, 12.6), (-1.05, 5.05))
 
     # Inputs on the left.
     inputs = {"q": (3.7, "查询 $\\mathbf{q}$"), "k": (1.9, "键 $\\mathbf{k}$"), "v": (0.1, "值 $\\mathbf{v}$")}
@@ -95,7 +78,7 @@ def write_architecture(path):
 def write_split(path):
     """transpose_qkv: columns of one sample are cut into head blocks, which become separate "samples"."""
     num_heads, items, width = 4, 3, 8  # 8 columns = 4 heads × 2
-    fig, ax = _canvas((-0.3, 18.3), (-1.0, 3.15))
+    fig, ax = canvas((-0.3, 18.3), (-1.0, 3.15))
 
     # Left: one sample, (num_items, num_hiddens), columns coloured by head.
     x0, y0, cell = 0.0, 0.6, 0.6

@@ -6,7 +6,7 @@ after `use_course_style()`, so Chinese labels use the course's CJK font.
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
-from . import save
+from . import canvas, save
 
 # Colours shared by the figures of this unit.
 QUERY = "#fde0c5"   # 查询
@@ -16,24 +16,7 @@ WEIGHT = "#f6d5d5"  # 注意力权重
 NEUTRAL = "#f2f2f2"
 EDGE = "#444444"
 ARROW = dict(arrowstyle="-|>", color=EDGE, lw=1.3, shrinkA=0, shrinkB=0, mutation_scale=14)
-
-
-# Lecture-hall sizes: every figure is drawn WIDTH inches wide, the size a slide shows it at (about 1060 px,
-# 83% of a 1280-px slide), so a font size here is the size on the screen; no text is smaller than 13 pt.
-WIDTH = 10.8
-LABEL, TEXT, SMALL = 17, 15, 13
-
-
-def _canvas(xlim, ylim, width=WIDTH):
-    """A figure `width` inches wide whose single axes fills it, with equal scales on x and y."""
-    (x0, x1), (y0, y1) = xlim, ylim
-    fig = plt.figure(figsize=(width, width * (y1 - y0) / (x1 - x0)))
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
+LABEL, TEXT, SMALL = 17, 15, 13  # points on the screen (figures are drawn at their size on a slide)
 
 
 def _box(ax, x, y, text, color, w=0.7, h=0.5, fontsize=LABEL):
@@ -58,7 +41,7 @@ def attention_pooling(path):
     x_key, x_a, x_soft, x_w, x_mul, x_sum, x_out = 0.0, 1.9, 3.45, 4.95, 6.45, 8.15, 9.65
     r = 0.29
     MID = 1.5  # height of softmax centre, sum and output
-    fig, ax = _canvas((-1.35, 10.3), (-1.0, 5.0))
+    fig, ax = canvas((-1.35, 10.3), (-1.0, 5.0))
 
     # Query: fans out to every scoring function.
     q_xy = (x_key, 4.05)
@@ -106,7 +89,7 @@ def attention_pooling(path):
 
 def masking(path):
     """Two padded sequences and the masks that 1-D and 2-D `valid_lens` make, side by side."""
-    fig, ax = _canvas((-1.45, 13.6), (-0.75, 3.45))
+    fig, ax = canvas((-1.45, 13.6), (-0.75, 3.45))
 
     # Left: a padded mini-batch.
     batch = [["我", "爱", "<pad>", "<pad>"], ["今天", "下", "雨", "<pad>"]]
