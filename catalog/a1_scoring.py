@@ -374,3 +374,121 @@ VARIANTS = [
      "edits": {"causal_masked_softmax": [("torch.finfo(X.dtype).min", "-1e9")]},
      "caught_by": {CAUSAL, CAUSAL_LENS}},
 ]
+
+# ---------------------------------------------------------------------------------------------------------------
+# misconceptions: what a mistake says the student misunderstood, and the deck slide that teaches it
+# (label, hint, slide title); the grader names one when a failed test's outputs are that mistake's
+# (attncourse.grading.run.diagnosis). TWINS: the same mistakes written differently, as a student would.
+
+DECK = "notebooks/01_attention_scoring.ipynb"
+_MASKING, _LENS_SHAPES = "掩蔽 softmax 的做法", "`valid_lens` 的两种形状"
+_WHY_SQRT_D = "为什么要除以 $\\sqrt{d}$？"
+MISCONCEPTIONS = {
+    "ms_fill_zero": ("被掩蔽的位置填了 0", "softmax 先取指数：e⁰ = 1，填 0 的键照样分到权重。被掩蔽的分数要换成一个极小的数"
+                     "（或 -inf），softmax 之后它的权重才是 0；这个数还要能用 X 的数据类型表示。", _MASKING),
+    "ms_wrong_dim": ("softmax 做在了查询所在的维度上", "每个查询对所有键的权重之和应为 1：softmax 沿键所在的最后一维"
+                     "（dim=-1）做，而不是沿查询的维度。", _MASKING),
+    "ms_off_by_one": ("有效长度差了一位：第 valid_len 个键也参与了", "有效长度为 n 时参与的是第 0, 1, …, n−1 个键："
+                      "条件是“位置 < 有效长度”，不是“≤”。", _MASKING),
+    "ms_2d_first_column": ("二维 valid_lens 只用了每个样本第一个查询的有效长度", "二维 valid_lens 的形状是（批量大小，查询数）："
+                           "每个查询有自己的有效长度，掩码要按（样本，查询）逐行构造。", _LENS_SHAPES),
+    "ms_repeat_not_interleave": ("一维 valid_lens 被平铺，而不是逐项重复", "一维 valid_lens 的第 b 项属于样本 b 的所有查询。"
+                                 "展开成每个查询一份时要逐项重复（repeat_interleave）；repeat 把整个向量平铺，批量大小大于 1 时"
+                                 "样本就错位了。", _LENS_SHAPES),
+    "add_relu": ("加性注意力的激活函数用了 ReLU", "加性注意力的评分函数是 w_vᵀ tanh(W_q q + W_k k)：激活函数是 tanh。",
+                 "加性注意力（additive attention）"),
+    "dot_no_scaling": ("缩放点积注意力忘了除以 √d", "点积的方差随 d 增大；除以 √d（d 是查询和键的长度）让分数的方差保持在 1 "
+                       "左右，softmax 才不会饱和。", _WHY_SQRT_D),
+    "dot_scale_by_d": ("除以了 d 而不是 √d", "缩放因子是 1/√d：它让点积的方差回到 1；除以 d 缩得太多，权重会过于平均。",
+                       _WHY_SQRT_D),
+    "dot_scale_by_value_dim": ("用值的维度来缩放", "d 是查询和键的长度（queries.shape[-1]），与值的维度无关；两者不同时"
+                               "结果就错了。", "`DotProductAttention`"),
+    "dot_weights_keys": ("用注意力权重对键而不是对值加权", "注意力汇聚的输出是值的加权平均：权重乘的是值，不是键。",
+                         "注意力汇聚：值的加权平均"),
+    "bil_scaled": ("双线性评分多除了 √key_size", "题目的评分函数是 qᵀWk，不缩放：缩放点积注意力除以 √d 是为了点积的方差，"
+                   "这里题目没有要求。", "两种评分函数对比"),
+}
+
+_DOT_INIT = '''class DotProductAttention(nn.Module):
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+'''
+_ADD_INIT = '''class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+'''
+TWINS = {
+    "ms_fill_zero": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return torch.softmax(X, dim=-1)
+    lens = valid_lens.unsqueeze(-1) if valid_lens.dim() == 2 else valid_lens.reshape(-1, 1, 1)
+    keep = torch.arange(X.size(-1), device=X.device) < lens
+    return torch.softmax(torch.where(keep, X, torch.zeros_like(X)), dim=-1)'''},
+    "ms_wrong_dim": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    n = X.shape[-1]
+    if valid_lens.dim() == 1:
+        mask = torch.arange(n, device=X.device)[None, None, :] < valid_lens[:, None, None]
+    else:
+        mask = torch.arange(n, device=X.device)[None, None, :] < valid_lens[:, :, None]
+    scores = X.masked_fill(mask.logical_not(), torch.finfo(X.dtype).min)
+    return scores.softmax(dim=1)'''},
+    "ms_off_by_one": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(X.shape[0], X.shape[1])
+    idx = torch.arange(X.shape[-1], device=X.device).expand(*X.shape)
+    return F.softmax(X.masked_fill(idx > lens.unsqueeze(-1), torch.finfo(X.dtype).min), dim=-1)'''},
+    "ms_2d_first_column": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    if valid_lens.dim() == 2:
+        valid_lens = valid_lens[:, 0]  # 每个样本一个长度
+    mask = torch.arange(X.shape[-1], device=X.device)[None, :] < valid_lens[:, None]  # (批量大小, 键数)
+    return F.softmax(X.masked_fill(~mask[:, None, :], torch.finfo(X.dtype).min), dim=-1)'''},
+    "ms_repeat_not_interleave": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    B, Q, K = X.shape
+    lens = valid_lens.tile((Q,)) if valid_lens.dim() == 1 else valid_lens.flatten()
+    keep = torch.arange(K, device=X.device)[None, :] < lens[:, None]
+    flat = X.reshape(B * Q, K).masked_fill(~keep, torch.finfo(X.dtype).min)
+    return F.softmax(flat, dim=-1).reshape(B, Q, K)'''},
+    "add_relu": {"additive_attention": _ADD_INIT + '''        q = self.W_q(queries)[:, :, None, :]  # (批量大小, n, 1, h)
+        k = self.W_k(keys)[:, None, :, :]  # (批量大小, 1, m, h)
+        scores = self.w_v(F.relu(q + k))[..., 0]
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "dot_no_scaling": {"dot_product_attention": _DOT_INIT + '''        scores = torch.einsum("bqd,bkd->bqk", queries, keys)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.einsum("bqk,bkv->bqv", self.dropout(self.attention_weights), values)'''},
+    "dot_scale_by_d": {"dot_product_attention": _DOT_INIT + '''        scores = queries @ keys.transpose(-2, -1) / queries.size(-1)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "dot_scale_by_value_dim": {"dot_product_attention": _DOT_INIT + '''        scores = queries @ keys.mT / values.shape[2] ** 0.5
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "dot_weights_keys": {"dot_product_attention": _DOT_INIT + '''        scores = torch.bmm(queries, keys.permute(0, 2, 1)) / math.sqrt(queries.shape[-1])
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ keys'''},
+    "bil_scaled": {"bilinear_attention": '''class BilinearAttention(nn.Module):
+    def __init__(self, query_size, key_size, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W = nn.Parameter(0.1 * torch.randn(query_size, key_size))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.einsum("bqi,ij,bkj->bqk", queries, self.W, keys) / keys.shape[-1] ** 0.5
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)'''},
+}

@@ -218,11 +218,6 @@ VARIANTS = [
          ("X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])\n    X = X.permute(0, 2, 1, 3)",
           "X = X.reshape(num_heads, -1, X.shape[1], X.shape[2])\n    X = X.permute(1, 2, 0, 3)")]},
      "caught_by": {"test_transpose_output"}},
-    {"id": "both_transposes_no_permute",
-     "mistake": "两个变换都只用 reshape：往返能还原，但每个头拿到的不是自己的那一段特征",
-     "edits": {"transpose_qkv": [("    X = X.permute(0, 2, 1, 3)\n", "")],
-               "transpose_output": [("    X = X.permute(0, 2, 1, 3)\n", "")]},
-     "caught_by": {"test_transpose_qkv", "test_transpose_output"}},
     # ---- exercise 2: MultiHeadAttention
     {"id": "valid_lens_repeat",
      "mistake": "用 repeat 而不是 repeat_interleave 扩展 valid_lens（批量大小为 1 或长度相同时看不出来）",
@@ -442,3 +437,58 @@ VARIANTS = [
     return mha"""},
      "caught_by": set()},
 ]
+
+# ---------------------------------------------------------------------------------------------------------------
+# misconceptions (label, hint, slide title of DECK) and their twins: see catalog/a1_scoring.py
+
+DECK = "notebooks/02_multihead_attention.ipynb"
+_TRANSPOSES, _ARCHITECTURE = "`transpose_qkv` 与 `transpose_output`", "结构图"
+MISCONCEPTIONS = {
+    "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "(批量大小, 个数, num_hiddens) 先拆成"
+                               "（批量大小，个数，头数，每头维度），再把头的轴换到个数之前（permute），最后把批量和头合并："
+                               "只 reshape 时，不同位置的特征被拼进了同一个“样本”。", _TRANSPOSES),
+    "output_reshape_no_permute": ("合并各头时没有把头的轴换回去", "transpose_output 是 transpose_qkv 的逆：拆出（批量大小，"
+                                  "头数，个数，每头维度）之后，要先把个数换回头之前，再把各头的特征拼在最后一维。", _TRANSPOSES),
+    "valid_lens_repeat": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "transpose_qkv 之后，同一个样本的各个头是"
+                          "相邻的几行：valid_lens 要逐项重复（repeat_interleave，dim=0）；平铺（repeat）时，批量大小大于 1 "
+                          "就有头用了别的样本的有效长度。", "`valid_lens` 要按什么顺序复制？"),
+    "forget_W_o": ("各头的输出拼接后没有经过 W_o", "多头注意力的输出是 W_o 作用在各头输出的拼接上：W_o 把各头的结果混合"
+                   "起来，少了它输出就只是各头结果的并排。", _ARCHITECTURE),
+    "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
+                     "都不对了。", _ARCHITECTURE),
+}
+
+_MHA_INIT = '''class MultiHeadAttention(nn.Module):
+    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.attention = d2l.DotProductAttention(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens):
+        h = self.num_heads
+'''
+TWINS = {
+    "qkv_reshape_no_permute": {"transpose_qkv": '''def transpose_qkv(X, num_heads):
+    batch_size, n, num_hiddens = X.shape
+    return X.reshape(batch_size * n, num_heads, num_hiddens // num_heads)'''},
+    "output_reshape_no_permute": {"transpose_output": '''def transpose_output(X, num_heads):
+    return X.reshape(X.shape[0] // num_heads, num_heads, -1)'''},
+    "valid_lens_repeat": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            valid_lens = torch.cat([valid_lens] * h)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+    "forget_W_o": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)
+        return transpose_output(self.attention(q, k, v, valid_lens), h)'''},
+    "swap_W_k_W_v": {"multihead_attention": _MHA_INIT + '''        q = transpose_qkv(self.W_q(queries), h)
+        k = transpose_qkv(self.W_v(keys), h)
+        v = transpose_qkv(self.W_k(values), h)
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+}

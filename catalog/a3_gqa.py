@@ -735,3 +735,68 @@ VARIANTS = [
         return self.keys, self.values"""},
      "caught_by": set()},
 ]
+
+# ---------------------------------------------------------------------------------------------------------------
+# misconceptions (label, hint, slide title of DECK) and their twins: see catalog/a1_scoring.py
+
+DECK = "notebooks/03_mqa_gqa.ipynb"
+_CACHE_SIZE, _CONVERSION = "KV 缓存有多大？", "把训练好的 MHA 转换成 GQA"
+MISCONCEPTIONS = {
+    "repeat_tiled": ("repeat_kv 平铺了键值头，而不是让相邻的查询头共用一个", "查询头 i 用键值头 i // n_rep：每个键值头复制 "
+                     "n_rep 份、紧挨着放（repeat_interleave）；平铺（repeat）时头 i 拿到的是键值头 i mod g，批量大小大于 1 "
+                     "时还会拿到别的样本的键和值。", "用 `repeat` 平铺会错在哪？"),
+    "repeat_token_dim": ("repeat_kv 沿词元维复制了", "要复制的是头：键值头与批量合在第 0 维，沿第 0 维复制；沿第 1 维复制，"
+                         "得到的是重复的词元。", "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
+    "bytes_no_factor_2": ("KV 缓存的字节数只算了键，没算值", "键和值各存一份：公式开头的 2 就是这两份。", _CACHE_SIZE),
+    "bytes_no_layers": ("KV 缓存的字节数忘了乘层数", "每一层都缓存自己的键和值：总字节数要乘层数。", _CACHE_SIZE),
+    "cache_cat_dim0": ("KVCache 沿第 0 维拼接", "缓存的形状是（批量大小·键值头数，词元数，每头维度）：新词元接在词元维"
+                       "（第 1 维）上；沿第 0 维拼接，新词元就成了新的头。", "`KVCache` 与 `decode_step`"),
+    "pool_sum": ("转换时组内求和，而不是取平均", "转换用平均池化：组内 n_rep 个头的投影取平均；求和让键和值放大了 n_rep 倍。",
+                 _CONVERSION),
+    "pool_first_head": ("转换时每组只保留了第一个头", "平均池化用组内全部 n_rep 个头：只取第一个头，其余头学到的投影就"
+                        "丢掉了。", _CONVERSION),
+}
+
+
+def _pooling_twin(reduce):
+    return '''def mha_to_gqa(mha, num_kv_heads):
+    h = mha.num_heads
+    d = mha.W_q.out_features // h
+    gqa = GroupedQueryAttention(mha.W_k.in_features, mha.W_q.in_features, mha.W_v.in_features,
+                                mha.W_q.out_features, h, num_kv_heads, mha.attention.dropout.p,
+                                bias=mha.W_q.bias is not None).to(mha.W_q.weight)
+    state = {k: v.clone() for k, v in mha.state_dict().items()}
+    for key in ("W_k.weight", "W_k.bias", "W_v.weight", "W_v.bias"):
+        if key in state:
+            t = state[key]
+            blocks = t.reshape(num_kv_heads, h // num_kv_heads, d, *t.shape[1:])
+            state[key] = blocks.%s.reshape(num_kv_heads * d, *t.shape[1:])
+    gqa.load_state_dict(state, strict=False)
+    return gqa''' % reduce
+
+
+TWINS = {
+    "repeat_tiled": {"repeat_kv": '''def repeat_kv(X, n_rep):
+    return torch.cat([X] * n_rep, dim=0)'''},
+    "repeat_token_dim": {"repeat_kv": '''def repeat_kv(X, n_rep):
+    rows, n, head_dim = X.shape
+    return X[:, :, None, :].expand(rows, n, n_rep, head_dim).reshape(rows, n * n_rep, head_dim)'''},
+    "bytes_no_factor_2": {"kv_cache_bytes": '''def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    elements = num_layers * num_tokens * batch_size * num_kv_heads * head_dim
+    return elements * bytes_per_element'''},
+    "bytes_no_layers": {"kv_cache_bytes": '''def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    per_token = 2 * num_kv_heads * head_dim * bytes_per_element  # 键和值
+    return per_token * num_tokens * batch_size'''},
+    "cache_cat_dim0": {"kv_cache": '''class KVCache:
+    def __init__(self):
+        self.keys = self.values = None
+        self._k, self._v = [], []
+
+    def append(self, keys, values):
+        self._k.append(keys)
+        self._v.append(values)
+        self.keys, self.values = torch.cat(self._k), torch.cat(self._v)
+        return self.keys, self.values'''},
+    "pool_sum": {"mha_to_gqa": _pooling_twin("sum(dim=1)")},
+    "pool_first_head": {"mha_to_gqa": _pooling_twin("select(1, 0)")},
+}

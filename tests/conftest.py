@@ -93,8 +93,8 @@ DECK_ONLY = "deck_only"  # a student who copies the deck's code and answers noth
 def catalog_grades(catalog_course, unit):
     """One unit's catalog graded through the course's grading path (sandboxed where possible), once per
     session: the reference answer, the lecturer's code, the other correct answers, each buggy variant and
-    `DECK_ONLY`, the deck's code alone. Returns {"cases": {student: Outcome}, "variants": [...], "tests": [...],
-    "hidden": [...], "correct": [...]}."""
+    `DECK_ONLY`, the deck's code alone, and the misconceptions' twins. Returns {"cases": {student: Outcome},
+    "variants": [...], "tests": [...], "hidden": [...], "correct": [...], "misconceptions": {...}}."""
     if unit not in _GRADED:
         root, submitted = catalog_course, catalog_course / "submitted" / unit
         catalog = load_catalog(root, unit)
@@ -112,6 +112,7 @@ def catalog_grades(catalog_course, unit):
             "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
             "hidden": [grade_id(c) for c in src.cells if has_hidden_tests(c)],
             "correct": [k for k, (_, lost) in cases.items() if lost == set() and not k.startswith("bug_")],
+            "misconceptions": getattr(catalog, "MISCONCEPTIONS", {}),
             "cases": {o.student: o for o in outcomes}}
     return _GRADED[unit]
 

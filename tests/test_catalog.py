@@ -25,13 +25,33 @@ def test_correct_answers_earn_full_marks(catalog_grades, unit):
 
 
 def test_every_bug_loses_points_where_expected(catalog_grades, unit):
+    """Each catalogued mistake, and the same misconception written another way (its twin)."""
     assert len(catalog_grades["variants"]) >= 8, f"{unit}: catalog is thin"
     wrong = []
     for v in catalog_grades["variants"]:
-        outcome = catalog_grades["cases"][f"bug_{v['id']}"]
-        got = lost_points(outcome, catalog_grades["tests"]) if outcome.status == "graded" else {outcome.reason}
-        if got != set(v["caught_by"]):
-            wrong.append(f"{unit}/{v['id']}: lost points in {sorted(got)}, catalog says {sorted(v['caught_by'])}")
+        for case in [f"bug_{v['id']}"] + ([f"twin_{v['id']}"] if v["id"] in catalog_grades["misconceptions"] else []):
+            outcome = catalog_grades["cases"][case]
+            got = lost_points(outcome, catalog_grades["tests"]) if outcome.status == "graded" else {outcome.reason}
+            if got != set(v["caught_by"]):
+                wrong.append(f"{unit}/{case}: lost points in {sorted(got)}, catalog says {sorted(v['caught_by'])}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_likely_mistake_is_named_only_when_it_is_the_one(catalog_grades, unit):
+    """A misconception is named for its own code and for its twin (written differently), in a test it fails;
+    no other catalogued mistake gets a name that is not its own, and no correct answer gets any."""
+    cases, named = catalog_grades["cases"], catalog_grades["misconceptions"]
+    wrong = []
+    for case in catalog_grades["correct"]:
+        if cases[case].diagnoses:
+            wrong.append(f"{unit}/{case} is correct, yet named {cases[case].diagnoses}")
+    for v in catalog_grades["variants"]:
+        for case in [f"bug_{v['id']}"] + ([f"twin_{v['id']}"] if v["id"] in named else []):
+            got = {found["id"] for found in cases[case].diagnoses.values()}
+            if got != ({v["id"]} if v["id"] in named else set()):
+                wrong.append(f"{unit}/{case} named {sorted(got)}")
+            if not set(cases[case].diagnoses) <= set(v["caught_by"]):
+                wrong.append(f"{unit}/{case}: named in tests it passes: {sorted(cases[case].diagnoses)}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -17,7 +17,8 @@ def test_catalog_shape(unit):
 def _broken(unit, change):
     catalog = load_catalog(ROOT, unit)
     fake = types.SimpleNamespace(**{k: copy.deepcopy(getattr(catalog, k)) for k in
-                                    ("NOTEBOOK", "LECTURER", "ALSO_CORRECT", "VARIANTS")})
+                                    ("NOTEBOOK", "LECTURER", "ALSO_CORRECT", "VARIANTS", "DECK", "MISCONCEPTIONS",
+                                     "TWINS", "__file__")})
     change(fake)
     return catalog_problems(fake, source_notebook(ROOT, unit, catalog))
 
@@ -32,6 +33,11 @@ def _broken(unit, change):
     (lambda c: c.ALSO_CORRECT.pop("deck"), "deck"),
     (lambda c: setattr(c, "VARIANTS", c.VARIANTS[:3]), "at least 8"),
     (lambda c: setattr(c, "VARIANTS", [v for v in c.VARIANTS if len(v["caught_by"]) != 1]), "only it catches"),
+    (lambda c: c.MISCONCEPTIONS.update(ms_fill_zero=("填了 0", "见讲义", "没有这一页")), "no slide title"),
+    (lambda c: c.MISCONCEPTIONS.update(ms_fill_zero=("填了 0", "改成 return F.softmax(X, dim=-1)  # 被掩蔽位置的 exp 下溢为 0",
+                                                      "掩蔽 softmax 的做法")), "quotes the answer"),
+    (lambda c: c.MISCONCEPTIONS.update(no_such_variant=("x", "y", "掩蔽 softmax 的做法")), "no variant has this id"),
+    (lambda c: c.TWINS.pop("ms_fill_zero"), "TWINS has no answer"),
 ])
 def test_the_schema_check_can_fail(change, words):
     problems = _broken(UNITS[0], change)

@@ -167,6 +167,26 @@ def test_feedback_report_and_lms_export(semester):
     assert "待人工评分" in lms[IDS[1]]["说明"]
 
 
+def test_the_likely_mistake_reaches_the_feedback_and_the_report(semester):
+    """The two students whose counted upload has the catalog's first mistake (a misconception) read its label
+    and hint under the failed question; the class report ranks it; nobody else is named."""
+    root, _, log = semester
+    catalog = load_catalog(root, A1)
+    bug = next(v for v in catalog.VARIANTS if not v.get("needs_cuda"))
+    label, hint, slide = catalog.MISCONCEPTIONS[bug["id"]]
+    pages = {p.relative_to(root / "feedback").parts[0]: p.read_text(encoding="utf-8")
+             for p in (root / "feedback").rglob("*.html")}
+    assert pages, "no feedback pages"
+    buggy = {IDS[2], IDS[10]}  # IDS[2]'s late upload and IDS[10]'s later one have the mistake
+    assert {sid for sid, page in pages.items() if "可能的原因" in page} == buggy
+    assert all(label in pages[sid] and hint in pages[sid] and slide in pages[sid] for sid in buggy)
+    rows = _csv(root / "build" / "misconceptions.csv")
+    assert {r["student"] for r in rows} == buggy and {r["label"] for r in rows} == {label}
+    assert {r["question"] for r in rows} <= set(bug["caught_by"])
+    report = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "常见错误" in report and f"| {label} | 2 |" in report
+
+
 def test_the_student_bundle_works_in_a_fresh_environment_and_leaks_nothing(semester, tmp_path):
     root, _, log = semester
     bundle = root / "build" / "student" / f"{A1}.zip"

@@ -4,12 +4,13 @@
     intake/     an LMS download  →  submitted/<student>/<a>/  →  a staged copy only the grader writes
     isolation/  a sandbox per kernel (bubblewrap), kernels forked from a preloaded process
     protocol/   test cells run in the grader; the student's names are proxies to the kernel; data on the wire
-    run/        nbgrader's autograde around it all: verdicts, review flags, forbidden shortcuts, records
+    run/        nbgrader's autograde around it all: verdicts, review flags, forbidden shortcuts, likely
+                mistakes (diagnosis), records
     publish/    feedback pages (leak-scanned), the grades CSV and class report, the LMS export
     authoring/  the demo class, the catalogs of variants, the author's quick check
 
 Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell
-facts), `syntax` (reading code), `course` (the course folder and nbgrader's config), `records` (what grading
+facts), `catalogs` (a unit's catalog of mistakes), `syntax` (reading code), `course` (the course folder and nbgrader's config), `records` (what grading
 keeps between runs), `safe_html` (student markup made inert), `text` (student text made safe for a terminal,
 CSV or markdown), `files` and `logs`. `commands` runs the stages as the `course` commands; it comes after
 publish/ and before authoring/, whose demo course runs those commands.

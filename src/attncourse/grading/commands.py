@@ -148,6 +148,8 @@ def write_report(root, outcomes, build_dir=None) -> None:
     csv_path = build_dir / "grades.csv"
     report.write_grades_csv(outcomes, csv_path)
     print(f"  ✔ {csv_path.relative_to(root)}")
+    report.write_misconceptions_csv(outcomes, build_dir / "misconceptions.csv")
+    print(f"  ✔ {(build_dir / 'misconceptions.csv').relative_to(root)}")
     cells = {aid: [cell for nb in sorted((root / "release" / aid).glob("*.ipynb"))
                    for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in {o.assignment for o in outcomes}}
     path = report.write_report(outcomes, build_dir / "report", cells, root / "feedback")

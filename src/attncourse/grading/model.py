@@ -38,6 +38,7 @@ class Outcome:
     pending: float = 0.0
     withheld: float = 0.0
     notes: list = field(default_factory=list)  # what was set aside or changed on the way
+    diagnoses: dict = field(default_factory=dict)  # failed test grade_id -> {"id", "label"} of its likely mistake
 
     def take_scores(self, scores: Scores) -> "Outcome":
         self.score, self.max_score, self.cells = scores.counted, scores.maximum, scores.cells
@@ -54,6 +55,7 @@ class SubmissionResult:
     held: set = field(default_factory=set)  # test cells whose points wait for that person (those run after)
     review_lines: list = field(default_factory=list)  # (cell index, line, text) of each hold, for the TA
     notes: list = field(default_factory=list)  # what the TA may want to read, never holding a point
+    diagnoses: dict = field(default_factory=dict)  # failed test grade_id -> {"id", "label"} (run/diagnosis.py)
 
     def __deepcopy__(self, memo):
         return self  # a handle: nbconvert deep-copies the resources it carries, this must stay the one object

@@ -70,5 +70,5 @@ def outcome_from_record(db_url: str, root, assignment: str, student: str, status
     flags, notes = record.get("flags", []), record.get("notes", [])
     if record.get("status") == Status.FAILED:
         return Outcome(assignment, student, Status.FAILED, record.get("reason", ""), flags=flags, notes=notes)
-    return Outcome(assignment, student, status, flags=flags, notes=notes).take_scores(
-        read_scores(db_url, assignment, student))
+    return Outcome(assignment, student, status, flags=flags, notes=notes,
+                   diagnoses=record.get("diagnoses", {})).take_scores(read_scores(db_url, assignment, student))

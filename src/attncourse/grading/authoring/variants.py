@@ -9,42 +9,23 @@ A unit's catalog lives in `catalog/<assignment>.py` and defines:
   (the exact set of test-cell grade_ids that must lose points), and the change itself:
   `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
   and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
-  that only shows on a GPU.
+  that only shows on a GPU;
+- `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK)} for the variants that
+  show a misunderstanding; the grader names one in the feedback when a failed test's outputs are its own
+  (run/diagnosis.py). The hint points to the slide and never quotes the answer;
+- `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
+  student would: it must lose the same points and be named.
 """
 import ast
 import copy
-import importlib.util
+import re
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 from nbformat import NotebookNode
 
+from ..catalogs import load_catalog, source_notebook, with_code
 from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
-
-
-def load_catalog(root, assignment) -> ModuleType:
-    path = Path(root) / "catalog" / f"{assignment}.py"
-    spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def with_code(nb, cells=None, edits=None) -> NotebookNode:
-    """A copy of `nb` with solution cells replaced (`cells`) or edited (`edits`)."""
-    nb = copy.deepcopy(nb)
-    by_id = cells_by_id(nb)
-    for grade_id, code in (cells or {}).items():
-        by_id[grade_id].source = code
-    for grade_id, pairs in (edits or {}).items():
-        cell = by_id[grade_id]
-        for old, new in pairs:
-            count = cell.source.count(old)
-            if count != 1:
-                raise ValueError(f"edit {old!r} occurs {count} times in cell {grade_id!r}, expected once")
-            cell.source = cell.source.replace(old, new)
-    return nb
 
 
 def answered(release_nb, source_nb, replace_cells=None, edits=None) -> NotebookNode:
@@ -58,14 +39,11 @@ def answered(release_nb, source_nb, replace_cells=None, edits=None) -> NotebookN
     return nb
 
 
-def source_notebook(root, assignment, catalog) -> NotebookNode:
-    return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
-
-
 def catalog_cases(root, assignment) -> dict:
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
-    code, the other correct answers (`correct_<name>`) and every variant that shows on this machine
-    (`needs_cuda` ones only where CUDA is used)."""
+    code, the other correct answers (`correct_<name>`), every variant that shows on this machine (`needs_cuda`
+    ones only where CUDA is used) and, for a misconception, its twin (`twin_<id>`: the same mistake written
+    another way)."""
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
     rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
@@ -75,6 +53,8 @@ def catalog_cases(root, assignment) -> dict:
     for v in catalog.VARIANTS:
         if not v.get("needs_cuda") or uses_cuda():
             cases[f"bug_{v['id']}"] = (answered(rel, src, v.get("cells"), v.get("edits")), set(v["caught_by"]))
+            if v["id"] in getattr(catalog, "TWINS", {}):
+                cases[f"twin_{v['id']}"] = (answered(rel, src, catalog.TWINS[v["id"]]), set(v["caught_by"]))
     return cases
 
 
@@ -167,4 +147,38 @@ def catalog_problems(catalog, source_nb) -> list[str]:
                 problems.append(f"{vid}: {exc}")
     alone = {next(iter(v["caught_by"])) for v in variants if len(v.get("caught_by", ())) == 1}
     problems += [f"hidden test {gid!r} has no variant that only it catches" for gid in sorted(hidden - alone)]
+    return problems + misconception_problems(catalog, source_nb, seen, answers)
+
+
+def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str]:
+    """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK`; a hint
+    quotes no line of the reference answer; `TWINS` write each misconception another way, in answer cells."""
+    found = getattr(catalog, "MISCONCEPTIONS", {})
+    if not found:
+        return []
+    deck = Path(getattr(catalog, "__file__", "")).resolve().parents[1] / getattr(catalog, "DECK", "")
+    if not deck.is_file():
+        return [f"DECK {getattr(catalog, 'DECK', None)!r} is not a deck: misconceptions point to its slides"]
+    titles = {m.group(1).strip() for c in nbformat.read(deck, as_version=4).cells if c.cell_type == "markdown"
+              for m in [re.match(r"#+\s*(.+)", c.source)] if m}
+    code = {line.strip() for c in source_nb.cells if is_answer_cell(c) for line in c.source.splitlines()
+            if len(line.strip()) > 12 and not line.strip().startswith("#")}
+    problems = []
+    for vid, entry in found.items():
+        if vid not in variant_ids:
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: no variant has this id")
+        if not (isinstance(entry, tuple) and len(entry) == 3 and all(isinstance(x, str) and x for x in entry)):
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: give (label, hint, slide title)")
+            continue
+        label, hint, slide = entry
+        if slide not in titles:
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: {slide!r} is no slide title of {catalog.DECK}")
+        problems += [f"MISCONCEPTIONS[{vid!r}]: the hint quotes the answer ({line!r})" for line in code
+                     if line in hint or line in label]
+    twins = getattr(catalog, "TWINS", {})
+    problems += [f"TWINS has no answer for misconception {vid!r}" for vid in found if vid not in twins]
+    for vid, cells in twins.items():
+        if vid not in found:
+            problems.append(f"TWINS[{vid!r}]: not a misconception")
+        problems += [f"TWINS[{vid!r}] replaces {gid!r}, which is not an answer cell" for gid in cells if gid not in answers]
     return problems

@@ -12,6 +12,7 @@ import sys
 import zlib
 from queue import Empty
 
+import torch
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -22,6 +23,7 @@ from . import probe, wire
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
 SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
 DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel printed is dropped per request
+MAX_RETURNED = 10_000  # tensors a cell's `returned` keeps; a cell that gets more is not diagnosed
 
 
 class BoundedClient(AsyncKernelClient):
@@ -102,6 +104,7 @@ class Session:
         self.tampered = []  # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self._classes = {}
         self._reads = {}  # (ref, name) -> the kernel's reply to that getattr, until any other request is sent
+        self.returned = []  # the tensors and numbers the student's code gave the running cell, in order
 
     # --- requests -----------------------------------------------------------------------------------------
     def request(self, op, **args):
@@ -128,7 +131,12 @@ class Session:
             if ename == "AttributeError":
                 raise AttributeError(evalue)
             raise StudentError(ename, evalue, error.get("where"))
-        return wire.decode_from_kernel(reply["ok"], self._proxy) if op != "names" else reply["ok"]
+        if op == "names":
+            return reply["ok"]
+        value = wire.decode_from_kernel(reply["ok"], self._proxy)
+        if op in ("call", "getattr") and len(self.returned) < MAX_RETURNED:
+            self.returned += _tensors(value)
+        return value
 
     def encode(self, obj):
         return wire.encode_for_kernel(obj, lambda x: x._id if type(x) is Remote else None)
@@ -207,7 +215,7 @@ class Session:
     def start_cell(self, grade_id):
         """Seed the kernel's random generators from the cell's id, so that the student's modules start from the
         same weights in every run."""
-        self.cell = grade_id
+        self.cell, self.returned = grade_id, []
         self.request("seed", seed=zlib.crc32(grade_id.encode()))
 
     def end_cell(self):
@@ -224,6 +232,19 @@ class Session:
                 start = min([d.lineno for d in node.decorator_list] + [node.lineno])
                 return "\n".join(self.cell_source.splitlines()[start - 1:node.end_lineno])
         raise TypeError(f"{name!r} 不是测试单元格顶层定义的函数或类")
+
+
+def _tensors(value) -> list:
+    """The tensors and numbers (as tensors) in a decoded reply, inside tuples, lists and dicts, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value.detach()]
+    if type(value) in (int, float):
+        return [torch.tensor(value)]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 def _trusted_class(qualified):

@@ -81,7 +81,8 @@ class HideTestSource(Preprocessor):
             word, rest = text.split("：", 1) if "：" in text else (text, "")
             badge = f'<span class="verdict {"pass" if passed else "fail"}">{html.escape(word)}</span>'
             cell.outputs = [new_output("display_data", data={
-                "text/html": badge + (f" {html.escape(rest)}" if rest else ""), "text/plain": text})]
+                "text/html": badge + (" " + "<br>".join(map(html.escape, rest.splitlines())) if rest else ""),
+                "text/plain": text})]  # a likely mistake (run/diagnosis.py) is the message's last line
         return cell, resources
 
 

@@ -42,6 +42,33 @@ def write_grades_csv(outcomes, path) -> None:
     write_atomic(path, "\ufeff" + buffer.getvalue())  # BOM: Excel opens Chinese correctly
 
 
+MISCONCEPTION_COLUMNS = ["student", "assignment", "question", "misconception", "label"]
+
+
+def write_misconceptions_csv(outcomes, path) -> None:
+    """One row per (student, assignment, failed test cell) whose likely mistake the grader named (see
+    run/diagnosis.py): the catalog's misconception id and its Chinese label."""
+    buffer = io.StringIO()
+    w = csv.writer(buffer)
+    w.writerow(MISCONCEPTION_COLUMNS)
+    for o in outcomes:
+        if o.status.has_score:
+            for cell, found in sorted(o.diagnoses.items()):
+                w.writerow([for_csv(o.student), o.assignment, cell, found.get("id", ""), found.get("label", "")])
+    write_atomic(path, "\ufeff" + buffer.getvalue())
+
+
+def misconception_counts(items) -> list:
+    """[(label, students)] of an assignment's graded submissions, most students first: each student counts once
+    per misconception, however many of its tests failed."""
+    students = defaultdict(set)
+    for o in items:
+        if o.status.has_score:
+            for found in o.diagnoses.values():
+                students[found.get("label", "")].add(o.student)
+    return sorted(((label, len(who)) for label, who in students.items()), key=lambda x: (-x[1], x[0]))
+
+
 def _histogram(scores, maximum, title, path):
     use_course_style()
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -110,6 +137,13 @@ def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
                 sec += [f"![{aid} 各测试通过率]({aid}-tests.png)", "", "| 测试单元格 | 满分通过率 |", "|---|---|"]
                 sec += [f"| `{c}` | {r * 100:.0f}% |" for c, r in rates.items()]
                 sec.append("")
+        common = misconception_counts(items)
+        if common:
+            sec += ["### 常见错误（按学生人数排序，下次课可以重讲）", "",
+                    "失败的测试与某个已编目的错误给出完全相同的结果时，评分程序才认定这个原因；每名学生每种错误只计一次。"
+                    "明细见 `build/misconceptions.csv`。", "", "| 可能的错误 | 学生人数 |", "|---|---|"]
+            sec += [f"| {for_markdown(label)} | {count} |" for label, count in common]
+            sec.append("")
         sec += ["### 每名学生", ""] + _student_rows(items, out_dir, feedback_dir)
         flagged = [o for o in items if o.flags]
         if flagged:

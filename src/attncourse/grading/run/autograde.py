@@ -59,10 +59,12 @@ class CourseAutograde(Autograde):
 
 
 def grading_config(cfg) -> Config:
-    """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`)."""
+    """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`), naming
+    likely mistakes from the course's catalogs."""
     cfg = copy.deepcopy(cfg)
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     cfg.Autograde.autograde_preprocessors = [CourseExecute if step is Execute else step for step in steps]
+    cfg.CourseExecute.course_root = str(Path(cfg.CourseDirectory.root).resolve())
     return cfg
 
 
@@ -104,10 +106,10 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcom
         replace_dir(Path(scratch) / s / a, dest, scratch)
         notes = intake.notes + result.notes
         write_record(root, a, s, {"digest": intake.digest, "status": Status.GRADED, "flags": result.flags,
-                                  "held": sorted(result.held), "notes": notes})
+                                  "held": sorted(result.held), "notes": notes, "diagnoses": result.diagnoses})
         scores = read_scores(db_url, a, s)
-    return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags,
-                   notes=notes).take_scores(scores)
+    return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags, notes=notes,
+                   diagnoses=result.diagnoses).take_scores(scores)
 
 
 def flag_after_grading(cfg, root, outcome: Outcome) -> None:

@@ -19,14 +19,14 @@ from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, Unicode
 
 from ...kernels import QuietKernel
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
 from ..model import SubmissionResult
 from ..protocol import remote, trusted
 from ..syntax import only_imports
-from . import flags
+from . import diagnosis, flags
 
 RESULT = "course_result"  # the key of the SubmissionResult in nbconvert's resources (see autograde.py)
 
@@ -130,11 +130,14 @@ class CourseExecute(QuietKernel, Execute):
     # An output message over the grader's byte budget is dropped by zmq (remote.BoundedClient), and the cell's
     # end may then not arrive on IOPub: the cell loses that output, the submission goes on.
     raise_on_iopub_timeout = Bool(False, help=Execute.raise_on_iopub_timeout.help).tag(config=True)
+    course_root = Unicode("", help="The course folder whose catalog/ names likely mistakes in failed tests "
+                                   "('' for none).").tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
         info = resources["nbgrader"]
         self.result = resources.get(RESULT) or SubmissionResult()
         self.instructor = Instructor(info["db_url"], info["notebook"], info["assignment"])
+        self.diagnoser = diagnosis.unit(self.course_root, info["assignment"]) if self.course_root else None
         review(self.result, nb, self.instructor)
         self.session = remote.Session(self._send, self.instructor.imports)
         self.namespace = trusted.base_namespace(self.instructor.imports)
@@ -168,7 +171,13 @@ class CourseExecute(QuietKernel, Execute):
             verdict = trusted.run_test_cell(self.instructor.sources[gid], gid, self.namespace, self.session)
         except remote.KernelLost as exc:
             self._fail({"died": CRASHED, "connection": LOST}.get(str(exc), hung(self.timeout)))
-        cell.outputs = [] if verdict.passed else [_error(verdict.message)]
+        message = verdict.message
+        if not verdict.passed and self.diagnoser is not None:
+            found = self.diagnoser.diagnose(gid, self.session.returned)
+            if found:
+                self.result.diagnoses[gid] = {"id": found.variant, "label": found.label}
+                message = f"{message}\n{found.text()}"
+        cell.outputs = [] if verdict.passed else [_error(message)]
         return cell, resources
 
     def create_kernel_manager(self):

@@ -1,0 +1,148 @@
+"""Naming the likely mistake behind a failed test: the catalogued misconception whose code, run through the
+same test, gives back what the student's code gave back.
+
+A catalog names some of its variants in `MISCONCEPTIONS`: {variant id: (label, hint, slide title of `DECK`)}. While a test
+cell runs, the grader keeps every tensor the student's code returns to it (`Session.returned`). When the cell
+fails, the grader runs, in this process, the source notebook with a misconception's answer in place of the
+reference (the instructor's code, never the student's) up to that cell, then the cell itself through the same
+protocol (`probe.serving`). A catalogued mistake matches when the cell fails there too and the student's code
+returned the same tensors: as many (at least one), each with the same shape and dtype and values within a
+tolerance for its dtype. A misconception is named only when it is the one thing that matches: if another
+catalogued mistake returns the same, or none does, nothing is shown. A passed test is never diagnosed.
+"""
+import base64
+import builtins
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..catalogs import load_catalog, source_notebook, with_code
+from ..cells import grade_id, is_test_cell
+from ..protocol import probe, remote, trusted, wire
+from ..syntax import only_imports, python_source
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    variant: str
+    label: str
+    hint: str
+    slide: str
+    deck: str
+
+    def text(self) -> str:
+        return f"可能的原因：{self.label}。{self.hint}（讲义 {self.deck}，“{self.slide}”一页）"
+
+
+_LOCK = threading.Lock()  # the catalogued answers run one at a time, with the process's torch seeded
+_UNITS = {}  # (catalog path, its mtime) -> Unit
+
+
+class Unit:
+    """One assignment's misconceptions and what their code returns to each test, computed once per process."""
+
+    def __init__(self, root, assignment):
+        catalog = load_catalog(root, assignment)
+        self.source = source_notebook(root, assignment, catalog)
+        self.deck = Path(getattr(catalog, "DECK", "")).stem
+        self.misconceptions = getattr(catalog, "MISCONCEPTIONS", {})
+        self.variants = [v for v in catalog.VARIANTS if not v.get("needs_cuda")] if self.misconceptions else []
+        self._runs = {}
+
+    def diagnose(self, test: str, returned: list) -> Diagnosis | None:
+        """The misconception behind failed test `test` whose code returns `returned` (the student's), or None."""
+        if not returned or len(returned) >= remote.MAX_RETURNED:
+            return None  # nothing came back before the failure (or too much to compare): nothing to match
+        caught = [v for v in self.variants if test in v["caught_by"]]
+        matching = [v for v in caught if v["id"] in self.misconceptions and self._matches(v, test, returned)]
+        if not matching:
+            return None
+        if len({self.misconceptions[v["id"]][0] for v in matching}) != 1 or any(
+                self._matches(v, test, returned) for v in caught if v["id"] not in self.misconceptions):
+            return None  # mistakes this test cannot tell apart (another misconception, a shortcut, a crash)
+        variant = matching[0]["id"]
+        label, hint, slide = self.misconceptions[variant]
+        return Diagnosis(variant, label, hint, slide, self.deck)
+
+    def _matches(self, variant, test, returned) -> bool:
+        passed, theirs = self._run(variant, test)
+        return not passed and _same(returned, theirs)
+
+    def _run(self, variant, test):
+        key = (variant["id"], test)
+        if key not in self._runs:
+            with _LOCK:
+                nb = with_code(self.source, variant.get("cells"), variant.get("edits"))
+                self._runs[key] = run_test(nb, test)
+        return self._runs[key]
+
+
+def unit(root, assignment) -> Unit | None:
+    """The assignment's Unit, or None when the course has no catalog for it."""
+    path = Path(root) / "catalog" / f"{assignment}.py"
+    if not path.is_file():
+        return None
+    key = (str(path), path.stat().st_mtime_ns)
+    with _LOCK:
+        if key not in _UNITS:
+            _UNITS[key] = Unit(root, assignment)
+        return _UNITS[key]
+
+
+def run_test(nb, test) -> tuple:
+    """(passed, returned) of test cell `test` of the instructor's notebook `nb`, run here as the grader runs it:
+    the code cells before it run top to bottom in a namespace of their own (the "kernel"), then the test cell
+    through the protocol against that namespace."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "print": lambda *a, **k: None}
+    imports, source = [], None
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if grade_id(cell) == test:
+            source = cell.source
+            break
+        if is_test_cell(cell):
+            continue
+        if only_imports(cell.source):
+            imports.append(cell.source)
+        tree = python_source(cell.source)
+        try:
+            exec(compile(tree, grade_id(cell) or "cell", "exec"), namespace)  # noqa: S102 - the instructor's code
+        except Exception:  # noqa: BLE001 - e.g. an experiment that needs a GPU: the test says what it lacks
+            pass
+    if source is None:
+        return True, []
+
+    def send(request):
+        if request["op"] in ("forbid", "forbidden"):  # shortcuts are not misconceptions: no watch in this process
+            return {"ok": {"$dict": {}} if request["op"] == "forbidden" else None}
+        reply = probe.serve(base64.b64encode(wire.dumps(request).encode()).decode())
+        return json.loads(reply._repr_mimebundle_()[probe.MIME])
+
+    session = remote.Session(send, imports)
+    with probe.serving(namespace):
+        verdict = trusted.run_test_cell(source, test, trusted.base_namespace(imports), session)
+    return verdict.passed, session.returned
+
+
+# the tolerance for a tensor of each dtype: two ways of writing the same mistake round differently
+TOLERANCE = {"float16": (1e-2, 1e-3), "bfloat16": (5e-2, 1e-2)}
+DEFAULT_TOLERANCE = (1e-3, 1e-5)
+
+
+def _same(mine, theirs) -> bool:
+    if len(mine) != len(theirs):
+        return False
+    import torch
+    for a, b in zip(mine, theirs):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if not a.is_floating_point():
+            if not torch.equal(a.cpu(), b.cpu()):
+                return False
+            continue
+        rtol, atol = TOLERANCE.get(str(a.dtype).removeprefix("torch."), DEFAULT_TOLERANCE)
+        if not torch.allclose(a.float().cpu(), b.float().cpu(), rtol=rtol, atol=atol, equal_nan=True):
+            return False
+    return True
