@@ -138,6 +138,9 @@ class CourseExecute(QuietKernel, Execute):
         self.result = resources.get(RESULT) or SubmissionResult()
         self.instructor = Instructor(info["db_url"], info["notebook"], info["assignment"])
         self.diagnoser = diagnosis.unit(self.course_root, info["assignment"]) if self.course_root else None
+        if self.diagnoser is None and self.course_root and diagnosis.catalog_path(self.course_root,
+                                                                                  info["assignment"]).is_file():
+            self.result.notes.append(diagnosis.UNAVAILABLE)
         review(self.result, nb, self.instructor)
         self.session = remote.Session(self._send, self.instructor.imports)
         self.namespace = trusted.base_namespace(self.instructor.imports)
@@ -173,7 +176,10 @@ class CourseExecute(QuietKernel, Execute):
             self._fail({"died": CRASHED, "connection": LOST}.get(str(exc), hung(self.timeout)))
         message = verdict.message
         if not verdict.passed and self.diagnoser is not None:
-            found = self.diagnoser.diagnose(gid, self.session.returned)
+            try:
+                found = self.diagnoser.diagnose(gid, self.session.returned)
+            except Exception:  # noqa: BLE001 - a diagnosis is a hint: the verdict stands without it
+                found = None
             if found:
                 self.result.diagnoses[gid] = {"id": found.variant, "label": found.label}
                 message = f"{message}\n{found.text()}"

@@ -1,0 +1,47 @@
+"""The likely-mistake engine (run/diagnosis.py) in this process, without a kernel: a twin is named, a mistake no
+misconception explains is not, a failure before anything came back is not, and a catalog that cannot be read
+never stops grading."""
+from attncourse.grading.catalogs import load_catalog, source_notebook, with_code
+from attncourse.grading.run import diagnosis
+from conftest import ROOT
+
+A1 = "a1_scoring"
+
+
+def _failed(nb, unit):
+    """{failed test: the variant named or None} of a notebook run as the grader runs it."""
+    found = {}
+    for test in ("test_masked_softmax_basic", "test_masked_softmax_2d"):
+        passed, returned = diagnosis.run_test(nb, test)
+        if not passed:
+            named = unit.diagnose(test, returned)
+            found[test] = named.variant if named else None
+    return found
+
+
+def test_a_twin_is_named_and_the_reference_fails_nothing():
+    catalog = load_catalog(ROOT, A1)
+    src, unit = source_notebook(ROOT, A1, catalog), diagnosis.unit(ROOT, A1)
+    assert _failed(src, unit) == {}
+    found = _failed(with_code(src, catalog.TWINS["ms_fill_zero"]), unit)
+    assert found and set(found.values()) == {"ms_fill_zero"}
+    label, hint, slide = catalog.MISCONCEPTIONS["ms_fill_zero"]
+    text = unit.diagnose("test_masked_softmax_basic", diagnosis.run_test(
+        with_code(src, catalog.TWINS["ms_fill_zero"]), "test_masked_softmax_basic")[1]).text()
+    assert label in text and hint in text and slide in text and "def " not in text
+
+
+def test_a_mistake_nothing_in_the_catalog_explains_is_not_named():
+    catalog = load_catalog(ROOT, A1)
+    src, unit = source_notebook(ROOT, A1, catalog), diagnosis.unit(ROOT, A1)
+    uniform = "def masked_softmax(X, valid_lens):\n    return torch.full_like(X, 1.0 / X.shape[-1])\n"
+    found = _failed(with_code(src, {"masked_softmax": uniform}), unit)
+    assert found and set(found.values()) == {None}
+    assert unit.diagnose("test_masked_softmax_basic", []) is None  # it failed before returning anything
+
+
+def test_a_catalog_that_cannot_be_read_gives_no_diagnosis(tmp_path):
+    (tmp_path / "catalog").mkdir()
+    assert diagnosis.unit(tmp_path, A1) is None  # no catalog for it
+    (tmp_path / "catalog" / f"{A1}.py").write_text("raise RuntimeError('broken')\n")
+    assert diagnosis.unit(tmp_path, A1) is None
