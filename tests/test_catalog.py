@@ -24,12 +24,17 @@ def test_correct_answers_earn_full_marks(catalog_grades, unit):
         assert outcome.flags == [], f"{unit}/{case} flagged: {outcome.flags}"
 
 
+def _cases_of(variant, misconceptions):
+    """The graded cases of a catalogued mistake: its own code and, for a misconception, its twin."""
+    return [f"bug_{variant['id']}"] + ([f"twin_{variant['id']}"] if variant["id"] in misconceptions else [])
+
+
 def test_every_bug_loses_points_where_expected(catalog_grades, unit):
     """Each catalogued mistake, and the same misconception written another way (its twin)."""
     assert len(catalog_grades["variants"]) >= 8, f"{unit}: catalog is thin"
     wrong = []
     for v in catalog_grades["variants"]:
-        for case in [f"bug_{v['id']}"] + ([f"twin_{v['id']}"] if v["id"] in catalog_grades["misconceptions"] else []):
+        for case in _cases_of(v, catalog_grades["misconceptions"]):
             outcome = catalog_grades["cases"][case]
             got = lost_points(outcome, catalog_grades["tests"]) if outcome.status == "graded" else {outcome.reason}
             if got != set(v["caught_by"]):
@@ -46,7 +51,7 @@ def test_the_likely_mistake_is_named_only_when_it_is_the_one(catalog_grades, uni
         if cases[case].diagnoses:
             wrong.append(f"{unit}/{case} is correct, yet named {cases[case].diagnoses}")
     for v in catalog_grades["variants"]:
-        for case in [f"bug_{v['id']}"] + ([f"twin_{v['id']}"] if v["id"] in named else []):
+        for case in _cases_of(v, named):
             got = {found["id"] for found in cases[case].diagnoses.values()}
             if got != ({v["id"]} if v["id"] in named else set()):
                 wrong.append(f"{unit}/{case} named {sorted(got)}")

@@ -9,6 +9,7 @@ import torch
 
 from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
 from attncourse.grading.protocol import probe, trusted, wire
+from attncourse.grading.protocol import remote
 from attncourse.grading.protocol.remote import Remote, Session
 from attncourse.grading.syntax import only_imports
 from conftest import ROOT
@@ -61,16 +62,14 @@ def test_free_names_are_what_a_test_cell_reads_from_the_student():
 # --- a whole test cell, against a kernel served in this process ------------------------------------------------
 
 class FakeKernel:
-    """The kernel's side of the protocol, in this process: `send` is what `remote.kernel_request` does, minus
-    Jupyter's messages (the request and the reply still travel as the same JSON text)."""
+    """The kernel's side of the protocol, in this process, over a namespace of the test's (`remote.serve_here`)."""
 
     def __init__(self, monkeypatch, namespace):
         self.namespace = namespace
         monkeypatch.setattr(probe, "_user_ns", lambda: self.namespace)
 
     def send(self, request):
-        reply = probe.serve(base64.b64encode(wire.dumps(request).encode()).decode())
-        return json.loads(reply._repr_mimebundle_()[probe.MIME])
+        return remote.serve_here(request)
 
 
 def _unit(name):
