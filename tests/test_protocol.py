@@ -1,11 +1,13 @@
 """The grader's side of a test cell and the data on the wire, in seconds: a fake `send` serves the kernel's side
 (`probe`) in this process, over the same JSON the real kernel sends."""
+import asyncio
 import base64
 import json
 
 import nbformat
 import pytest
 import torch
+from jupyter_client.manager import start_new_async_kernel
 
 from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
 from attncourse.grading.protocol import probe, trusted, wire
@@ -234,3 +236,37 @@ def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatc
              "max = min = any = all = abs = None\ntorch_version = torch.__version__"]
     verdicts = _grade(monkeypatch, nb, imports, tests="test_dot_product", extra=extra)
     assert len(verdicts) == 2 and all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
+
+
+def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
+    """What a flood costs the grader: past the limit one note, then nothing, for the cell's own prints and a
+    thread's; the next cell has its own budget."""
+    async def stream_text(kc, code):
+        msg_id = kc.execute(code)
+        text = ""
+        while True:
+            msg = await kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                text += msg["content"]["text"]
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return text
+
+    async def main():
+        km, kc = await start_new_async_kernel(kernel_name="python3")
+        try:
+            assert await remote.kernel_request(kc, km, {"op": "limit_output", "args": {"chars": 1000}}, 30, 3) \
+                == {"ok": None}
+            flood = await stream_text(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
+                                          "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\n"
+                                          "t.join()")
+            after = await stream_text(kc, "print('z' * 500)")
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+        return flood, after
+
+    flood, after = asyncio.run(main())
+    assert 1000 <= len(flood) < 1100 and flood.endswith("……（输出过多，其余部分未发送）\n")
+    assert after == "z" * 500 + "\n"

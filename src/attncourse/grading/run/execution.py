@@ -191,6 +191,18 @@ class CourseExecute(QuietKernel, Execute):
         km.client_class = f"{remote.BoundedClient.__module__}.{remote.BoundedClient.__name__}"
         return km
 
+    async def async_start_new_kernel_client(self):
+        kc = await super().async_start_new_kernel_client()
+        # before any student code: the kernel itself stops sending a cell's output past twice what is kept
+        try:
+            limit = {"op": "limit_output", "args": {"chars": 2 * self.max_output_bytes}}
+            await remote.kernel_request(kc, self.km, limit, self.startup_timeout, self.interrupt_grace)
+        except (remote.KernelLost, remote.KernelTimeout):
+            self._fail(CRASHED)
+        return kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient binds its own otherwise
+
     def _send(self, request):
         timeout = max(1.0, self._deadline - time.monotonic())
         return run_sync(remote.kernel_request)(self.kc, self.km, request, timeout, self.interrupt_grace)
