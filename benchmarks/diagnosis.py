@@ -24,13 +24,13 @@ from attncourse.grading.run import diagnosis  # noqa: E402
 
 
 def diagnoses(unit, nb, tests):
-    """[variant id or None] for each test the notebook fails."""
+    """[label named or None] for each test the notebook fails (mistakes that share a label are one misconception)."""
     found = []
     for test in tests:
         passed, returned = diagnosis.run_test(nb, test)
         if not passed:
             named = unit.diagnose(test, returned)
-            found.append(named.variant if named else None)
+            found.append(named.label if named else None)
     return found
 
 
@@ -45,13 +45,14 @@ def measure(root, assignment):
     right = wrong = none = mistakes_named = 0
     for vid, cells in catalog.TWINS.items():
         found = diagnoses(unit, with_code(src, cells), tests)
-        right += sum(f == vid for f in found)
-        wrong += sum(f not in (vid, None) for f in found)
+        label = names[vid][0]
+        right += sum(f == label for f in found)
+        wrong += sum(f not in (label, None) for f in found)
         none += sum(f is None for f in found)
-        mistakes_named += vid in found
+        mistakes_named += label in found
     shown_without = failed_without = 0
-    for vid, cells in catalog.TWINS.items():
-        unit.misconceptions = {k: v for k, v in names.items() if k != vid}
+    for vid, cells in catalog.TWINS.items():  # without the misconception: every mistake with its label taken out
+        unit.misconceptions = {k: v for k, v in names.items() if v[0] != names[vid][0]}
         found = diagnoses(unit, with_code(src, cells), tests)
         shown_without += sum(f is not None for f in found)
         failed_without += len(found)

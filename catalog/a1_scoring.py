@@ -383,6 +383,14 @@ VARIANTS = [
 DECK = "notebooks/01_attention_scoring.ipynb"
 _MASKING, _LENS_SHAPES = "掩蔽 softmax 的做法", "`valid_lens` 的两种形状"
 _WHY_SQRT_D = "为什么要除以 $\\sqrt{d}$？"
+_DECK_3 = "notebooks/03_mqa_gqa.ipynb"  # where causal self-attention is taught
+_CAUSAL_SLIDE = ("因果自注意力：整段一次算完", _DECK_3)
+_STORED_AFTER_DROPOUT = "保存的注意力权重是暂退法之后的"
+_STORED_HINT = ("self.attention_weights 是给人看的（热图）与检查用的，应是 softmax 的结果：每行之和为 1。"
+                "暂退法只作用在与值相乘的那一份上，保存的权重不经过它。")
+_DROPOUT_IN_EVAL = "暂退法在 eval() 模式下仍在起作用"
+_DROPOUT_IN_EVAL_HINT = ("F.dropout 默认 training=True，不会随 model.eval() 关掉：用 nn.Dropout 模块（或传入 "
+                         "training=self.training），评估时同样的输入才给出同样的结果。")
 MISCONCEPTIONS = {
     "ms_fill_zero": ("被掩蔽的位置填了 0", "softmax 先取指数：e⁰ = 1，填 0 的键照样分到权重。被掩蔽的分数要换成一个极小的数"
                      "（或 -inf），softmax 之后它的权重才是 0；这个数还要能用 X 的数据类型表示。", _MASKING),
@@ -405,6 +413,24 @@ MISCONCEPTIONS = {
                                "结果就错了。", "`DotProductAttention`"),
     "dot_weights_keys": ("用注意力权重对键而不是对值加权", "注意力汇聚的输出是值的加权平均：权重乘的是值，不是键。",
                          "注意力汇聚：值的加权平均"),
+    "add_store_after_dropout": (_STORED_AFTER_DROPOUT, _STORED_HINT, "`AdditiveAttention`"),
+    "dot_store_after_dropout": (_STORED_AFTER_DROPOUT, _STORED_HINT, "`DotProductAttention`"),
+    "add_dropout_ignores_eval": (_DROPOUT_IN_EVAL, _DROPOUT_IN_EVAL_HINT, "`AdditiveAttention`"),
+    "dot_dropout_ignores_eval": (_DROPOUT_IN_EVAL, _DROPOUT_IN_EVAL_HINT, "`DotProductAttention`"),
+    "dot_no_dropout": ("注意力权重没有经过暂退法", "训练模式下，暂退法作用在注意力权重上，在它与值相乘之前："
+                       "在 __init__ 里定义了 nn.Dropout，还要在前向计算中用上。", "`DotProductAttention`"),
+    "causal_sees_future": ("因果掩蔽的方向反了：查询看的是它之后的键", "自回归模型里，位置 i 的查询只能看位置 ≤ i 的键"
+                           "（过去和自己），权重矩阵是下三角的；看“未来”的键，就等于训练时偷看了答案。",
+                           *_CAUSAL_SLIDE),
+    "causal_strict": ("因果掩蔽差了一位：查询看不到自己", "位置 i 的查询能看的键是 0, 1, …, i：包括它自己（对角线）。"
+                      "条件是“键的位置 ≤ 查询的位置”；用“<”时第 0 个查询一个键也没有。", *_CAUSAL_SLIDE),
+    "causal_aligned_to_start": ("查询数少于键数时，把查询当成了序列开头的几个位置", "解码时新来的查询是序列的最后几个"
+                                "位置（第 t 步的查询看到全部 t 个键）：查询数为 q、键数为 k 时，第 i 个查询的位置是 k − q + i，"
+                                "掩码与右下角对齐，而不是左上角。", "用 KV 缓存时，第 $t$ 步做什么", _DECK_3),
+    "causal_ignores_valid_lens": ("只做了因果掩蔽，忘了有效长度", "valid_lens 之外的键是填充：因果条件满足也不能参与。"
+                                  "两种掩码都要用上。", _MASKING),
+    "causal_union": ("因果掩码与有效长度取了“或”", "一个键要参与，既要在查询之前（或就是它自己），又要在有效长度之内："
+                     "两个条件取“且”；取“或”时，填充的键和未来的键都漏了进来。", _MASKING),
     "bil_scaled": ("双线性评分多除了 √key_size", "题目的评分函数是 qᵀWk，不缩放：缩放点积注意力除以 √d 是为了点积的方差，"
                    "这里题目没有要求。", "两种评分函数对比"),
 }
@@ -425,6 +451,9 @@ _ADD_INIT = '''class AdditiveAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, queries, keys, values, valid_lens):
+'''
+_CAUSAL_DEF = '''def causal_masked_softmax(X, valid_lens=None):
+    q, k = X.shape[-2:]
 '''
 TWINS = {
     "ms_fill_zero": {"masked_softmax": '''def masked_softmax(X, valid_lens):
@@ -481,6 +510,44 @@ TWINS = {
     "dot_weights_keys": {"dot_product_attention": _DOT_INIT + '''        scores = torch.bmm(queries, keys.permute(0, 2, 1)) / math.sqrt(queries.shape[-1])
         self.attention_weights = masked_softmax(scores, valid_lens)
         return self.dropout(self.attention_weights) @ keys'''},
+    "add_store_after_dropout": {"additive_attention": _ADD_INIT + '''        features = torch.tanh(self.W_q(queries)[:, :, None] + self.W_k(keys)[:, None])
+        weights = self.dropout(masked_softmax(self.w_v(features)[..., 0], valid_lens))
+        self.attention_weights = weights
+        return weights @ values'''},
+    "dot_store_after_dropout": {"dot_product_attention": _DOT_INIT + '''        scores = queries @ keys.mT / math.sqrt(keys.shape[-1])
+        self.attention_weights = self.dropout(masked_softmax(scores, valid_lens))  # 暂退后的权重
+        return self.attention_weights @ values'''},
+    "add_dropout_ignores_eval": {"additive_attention": _ADD_INIT + '''        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        self.attention_weights = masked_softmax(self.w_v(features).squeeze(3), valid_lens)
+        return torch.matmul(F.dropout(self.attention_weights, p=self.dropout.p), values)'''},
+    "dot_dropout_ignores_eval": {"dot_product_attention": _DOT_INIT + '''        scores = torch.einsum("bqd,bkd->bqk", queries, keys) / queries.shape[-1] ** 0.5
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return nn.functional.dropout(self.attention_weights, self.dropout.p) @ values'''},
+    "dot_no_dropout": {"dot_product_attention": _DOT_INIT + '''        scores = torch.einsum("bqd,bkd->bqk", queries, keys) / math.sqrt(queries.shape[-1])
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.einsum("bqk,bkv->bqv", self.attention_weights, values)'''},
+    "causal_sees_future": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).triu(k - q)
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(-1, q)
+        keep = keep & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)'''},
+    "causal_strict": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).tril(k - q - 1)
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(-1, q)
+        keep = keep & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)'''},
+    "causal_aligned_to_start": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).tril()
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(-1, q)
+        keep = keep & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)'''},
+    "causal_ignores_valid_lens": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).tril(k - q)
+    return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)  # valid_lens 没用上'''},
+    "causal_union": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).tril(k - q)
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(-1, q)
+        keep = keep | (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    return F.softmax(X.masked_fill(~keep, torch.finfo(X.dtype).min), dim=-1)'''},
     "bil_scaled": {"bilinear_attention": '''class BilinearAttention(nn.Module):
     def __init__(self, query_size, key_size, dropout, **kwargs):
         super().__init__(**kwargs)

@@ -443,6 +443,7 @@ VARIANTS = [
 
 DECK = "notebooks/02_multihead_attention.ipynb"
 _TRANSPOSES, _ARCHITECTURE = "`transpose_qkv` 与 `transpose_output`", "结构图"
+_TORCH_MHA, _HEAD_MASKING = "对照一：`torch.nn.MultiheadAttention`", "哪个头更重要？逐个掩蔽"
 MISCONCEPTIONS = {
     "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "(批量大小, 个数, num_hiddens) 先拆成"
                                "（批量大小，个数，头数，每头维度），再把头的轴换到个数之前（permute），最后把批量和头合并："
@@ -454,6 +455,21 @@ MISCONCEPTIONS = {
                           "就有头用了别的样本的有效长度。", "`valid_lens` 要按什么顺序复制？"),
     "forget_W_o": ("各头的输出拼接后没有经过 W_o", "多头注意力的输出是 W_o 作用在各头输出的拼接上：W_o 把各头的结果混合"
                    "起来，少了它输出就只是各头结果的并排。", _ARCHITECTURE),
+    "output_heads_outermost": ("合并各头时，把头当成了批量维的外层", "transpose_qkv 合并（批量，头）时，同一个样本的"
+                               "各个头是相邻的几行：样本在外，头在内。transpose_output 拆开时要按同样的顺序，先样本、再头。",
+                               _TRANSPOSES),
+    "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", "每个头各自做缩放点积注意力：除以的是这个头的"
+                             "查询和键的长度的平方根，也就是 num_hiddens / num_heads，不是拼接之后的总宽度。",
+                             "维度怎么选：$p_q=p_k=p_v=p_o/h$"),
+    "dropout_ignores_eval": ("暂退法在 eval() 模式下仍在起作用", "F.dropout 默认 training=True，不会随 model.eval() 关掉："
+                             "用 nn.Dropout 模块（或传入 training=self.training），评估时同样的输入才给出同样的结果。", "试运行"),
+    "hc_heads_interleaved": ("以为各头的特征是交错排列的", "拼接之后，头 i 占连续的第 i 段（num_hiddens / num_heads 个通道），"
+                             "不是每隔 num_heads 个通道取一个。", _HEAD_MASKING),
+    "gpt2_no_transpose": ("把 GPT-2 的 Conv1D 权重当成了 nn.Linear 的存放方式", "nn.Linear 的 weight 形状是（输出维度，"
+                          "输入维度），算的是 x Wᵀ；GPT-2 的 Conv1D 把权重存成（输入维度，输出维度），算的是 x W。d×d 的块"
+                          "形状一样，不转置也不报错，但每个输出用错了权重：复制进 nn.Linear 之前要转置。", _TORCH_MHA),
+    "gpt2_order_kqv": ("c_attn 的三段顺序弄错了", "GPT-2 的 c_attn 把查询、键、值的投影按这个顺序拼在一起，与 "
+                       "nn.MultiheadAttention 的 in_proj_weight 一样：第一段属于查询。", _TORCH_MHA),
     "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
                      "都不对了。", _ARCHITECTURE),
 }
@@ -471,7 +487,54 @@ _MHA_INIT = '''class MultiHeadAttention(nn.Module):
     def forward(self, queries, keys, values, valid_lens):
         h = self.num_heads
 '''
+_OWN_SCALED = '''class MyAttention(nn.Module):
+    def __init__(self, dropout, scale_dim):
+        super().__init__()
+        self.dropout, self.scale_dim = nn.Dropout(dropout), scale_dim
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = queries @ keys.transpose(1, 2) / self.scale_dim ** 0.5
+        if valid_lens is not None:
+            lens = valid_lens.reshape(valid_lens.shape[0], -1)  # (行数, 1) 或 (行数, 查询数)
+            pad = torch.arange(keys.shape[1], device=keys.device) >= lens.unsqueeze(-1)
+            scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+        self.attention_weights = scores.softmax(dim=-1)
+        return {dropout} @ values
+
+
+'''
+_OWN_INIT = _MHA_INIT.replace("d2l.DotProductAttention(dropout)", "MyAttention(dropout, {scale})")
+_OWN_FORWARD = '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''
+_GPT2_TWIN = '''def load_gpt2_attention(mha, state_dict, layer):
+    key = f"h.{{layer}}.attn."
+    W, b, P = state_dict[key + "c_attn.weight"], state_dict[key + "c_attn.bias"], state_dict[key + "c_proj.weight"]
+    d = W.shape[0]
+    with torch.no_grad():
+        for i, linear in enumerate(({order})):
+            linear.weight.copy_({block})
+            linear.bias.copy_(b[i * d:(i + 1) * d])
+        mha.W_o.weight.copy_({proj})
+        mha.W_o.bias.copy_(state_dict[key + "c_proj.bias"])
+    return mha'''
 TWINS = {
+    "output_heads_outermost": {"transpose_output": '''def transpose_output(X, num_heads):
+    rows, n, head_dim = X.shape
+    X = X.view(num_heads, rows // num_heads, n, head_dim)  # 以为头在外层
+    return X.permute(1, 2, 0, 3).reshape(rows // num_heads, n, num_heads * head_dim)'''},
+    "scale_by_num_hiddens": {"multihead_attention": _OWN_SCALED.format(dropout="self.dropout(self.attention_weights)")
+                             + _OWN_INIT.format(scale="num_hiddens") + _OWN_FORWARD},
+    "dropout_ignores_eval": {"multihead_attention": _OWN_SCALED.format(
+        dropout="F.dropout(self.attention_weights, p=self.dropout.p)")
+        + _OWN_INIT.format(scale="num_hiddens // num_heads") + _OWN_FORWARD},
+    "hc_heads_interleaved": {"head_contributions": '''def head_contributions(W_o, X, num_heads):
+    return torch.stack([X[..., i::num_heads] @ W_o.weight[:, i::num_heads].T for i in range(num_heads)], dim=1)'''},
+    "gpt2_no_transpose": {"load_gpt2_attention": _GPT2_TWIN.format(order="mha.W_q, mha.W_k, mha.W_v",
+                                                                   block="W[:, i * d:(i + 1) * d]", proj="P")},
+    "gpt2_order_kqv": {"load_gpt2_attention": _GPT2_TWIN.format(order="mha.W_k, mha.W_q, mha.W_v",
+                                                                block="W[:, i * d:(i + 1) * d].T", proj="P.T")},
     "qkv_reshape_no_permute": {"transpose_qkv": '''def transpose_qkv(X, num_heads):
     batch_size, n, num_hiddens = X.shape
     return X.reshape(batch_size * n, num_heads, num_hiddens // num_heads)'''},

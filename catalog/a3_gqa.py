@@ -741,10 +741,35 @@ VARIANTS = [
 
 DECK = "notebooks/03_mqa_gqa.ipynb"
 _CACHE_SIZE, _CONVERSION = "KV 缓存有多大？", "把训练好的 MHA 转换成 GQA"
+_TILED = ("键值头被平铺（repeat），而不是让相邻的查询头共用一个", "查询头 i 用键值头 i // n_rep：每个键值头复制 n_rep 份、"
+          "紧挨着放（repeat_interleave）；平铺时头 i 拿到的是键值头 i mod g，批量大小大于 1 时还会拿到别的样本的键和值。",
+          "用 `repeat` 平铺会错在哪？")
+_GQA_FORWARD = "`GroupedQueryAttention` 的前向计算"
+_SCALE_HINT = ("每个查询头各自做缩放点积注意力：除以的是这个头的查询和键的长度的平方根，也就是 num_hiddens / num_heads；"
+               "键值头与查询头一样宽，共用键值头不改变它。")
 MISCONCEPTIONS = {
-    "repeat_tiled": ("repeat_kv 平铺了键值头，而不是让相邻的查询头共用一个", "查询头 i 用键值头 i // n_rep：每个键值头复制 "
-                     "n_rep 份、紧挨着放（repeat_interleave）；平铺（repeat）时头 i 拿到的是键值头 i mod g，批量大小大于 1 "
-                     "时还会拿到别的样本的键和值。", "用 `repeat` 平铺会错在哪？"),
+    "repeat_tiled": _TILED,
+    "gqa_tiles_kv": _TILED,
+    "decode_tiles_kv": _TILED,
+    "expand_tiled": _TILED,
+    "valid_lens_tiled": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "transpose_qkv 之后，同一个样本的各个查询头"
+                         "是相邻的几行：valid_lens 要逐项重复（repeat_interleave，dim=0）；平铺（repeat）时，批量大小大于 1 "
+                         "就有头用了别的样本的有效长度。", "`valid_lens` 要按什么顺序复制？",
+                         "notebooks/02_multihead_attention.ipynb"),
+    "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", _SCALE_HINT, _GQA_FORWARD),
+    "scale_by_kv_width": ("缩放因子用了键值投影的总宽度，而不是每个头的维度", _SCALE_HINT, _GQA_FORWARD),
+    "bytes_no_batch": ("KV 缓存的字节数忘了乘批量大小", "批量里的每个样本都有自己的一份键和值：总字节数要乘批量大小。",
+                       _CACHE_SIZE),
+    "cache_returns_new_only": ("KVCache 只返回了这一步的键和值", "新词元的查询要看到全部已有的词元：append 返回拼接之后"
+                               "到目前为止的全部键和值，而不只是刚追加的那一份。", "`KVCache` 与 `decode_step`"),
+    "decode_caches_repeated": ("缓存里存的是复制之后的键和值", "GQA 省显存，靠的是缓存里只存 num_kv_heads 个头：新词元的键和值"
+                               "先放进缓存，每一步再把缓存里的键值复制给同组的查询头；先复制再缓存，缓存就和 MHA 一样大了。",
+                               "GQA 的解码一步"),
+    "pool_strided": ("转换时按间隔而不是按相邻的头分组", "GQA 中查询头 i 用键值头 i // n_rep：一组是相邻的 n_rep 个头，"
+                     "平均池化也要在相邻的头之间做；按间隔分组，组里的头与之后用它的查询头对不上。", _CONVERSION),
+    "static_whole_buffer": ("返回了整个预分配的缓冲区，包括还没写入的空位", "缓冲区后面的空位还是 0：注意力要是看了它们，"
+                            "全零的键也会分到权重。append 只返回已经写入的前 length 个位置（一个视图，不必复制）。",
+                            "实测：预先分配的 KV 缓存"),
     "repeat_token_dim": ("repeat_kv 沿词元维复制了", "要复制的是头：键值头与批量合在第 0 维，沿第 0 维复制；沿第 1 维复制，"
                          "得到的是重复的词元。", "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
     "bytes_no_factor_2": ("KV 缓存的字节数只算了键，没算值", "键和值各存一份：公式开头的 2 就是这两份。", _CACHE_SIZE),
@@ -775,7 +800,126 @@ def _pooling_twin(reduce):
     return gqa''' % reduce
 
 
+_GQA_TWIN = '''class MyAttention(nn.Module):
+    def __init__(self, dropout, scale_dim):
+        super().__init__()
+        self.dropout, self.scale_dim = nn.Dropout(dropout), scale_dim
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(self.scale_dim)
+        if valid_lens is not None:
+            lens = valid_lens.reshape(valid_lens.shape[0], -1)
+            pad = torch.arange(keys.shape[1], device=keys.device) >= lens.unsqueeze(-1)
+            scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)
+        self.attention_weights = F.softmax(scores, dim=-1)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, num_kv_heads, dropout, bias=False,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        width = num_hiddens // num_heads * num_kv_heads
+        self.attention = {attention}
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, width, bias=bias)
+        self.W_v = nn.Linear(value_size, width, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens):
+        h, g = self.num_heads, self.num_kv_heads
+        q = transpose_qkv(self.W_q(queries), h)
+        k = transpose_qkv(self.W_k(keys), g)
+        v = transpose_qkv(self.W_v(values), g)
+{body}
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''
+_INTERLEAVED = '''        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)'''
 TWINS = {
+    "gqa_tiles_kv": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)", body='''\
+        k, v = torch.cat([k] * (h // g)), torch.cat([v] * (h // g))
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)''')},
+    "valid_lens_tiled": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                     body='''\
+        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:
+            valid_lens = torch.cat([valid_lens] * h)''')},
+    "scale_by_num_hiddens": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="MyAttention(dropout, num_hiddens)", body=_INTERLEAVED)},
+    "scale_by_kv_width": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="MyAttention(dropout, width)", body=_INTERLEAVED)},
+    "decode_tiles_kv": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    q = transpose_qkv(gqa.W_q(x), h)
+    k, v = cache.append(transpose_qkv(gqa.W_k(x), g), transpose_qkv(gqa.W_v(x), g))
+    k, v = torch.cat([k] * (h // g)), torch.cat([v] * (h // g))
+    return gqa.W_o(transpose_output(gqa.attention(q, k, v, None), h))'''},
+    "decode_caches_repeated": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    q = transpose_qkv(gqa.W_q(x), h)
+    k = transpose_qkv(gqa.W_k(x), g).repeat_interleave(h // g, dim=0)
+    v = transpose_qkv(gqa.W_v(x), g).repeat_interleave(h // g, dim=0)
+    k, v = cache.append(k, v)  # 缓存里存 num_heads 个头
+    return gqa.W_o(transpose_output(gqa.attention(q, k, v, None), h))'''},
+    "expand_tiled": {"gqa_to_mha": '''def gqa_to_mha(gqa):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
+                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
+    with torch.no_grad():
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            new, old = getattr(mha, name), getattr(gqa, name)
+            times = h // g if name in ("W_k", "W_v") else 1
+            new.weight.copy_(torch.cat([old.weight] * times))
+            if old.bias is not None:
+                new.bias.copy_(torch.cat([old.bias] * times))
+    return mha'''},
+    "pool_strided": {"mha_to_gqa": '''def mha_to_gqa(mha, num_kv_heads):
+    h = mha.num_heads
+    d = mha.W_q.out_features // h
+    gqa = GroupedQueryAttention(mha.W_k.in_features, mha.W_q.in_features, mha.W_v.in_features,
+                                mha.W_q.out_features, h, num_kv_heads, mha.attention.dropout.p,
+                                bias=mha.W_q.bias is not None).to(mha.W_q.weight)
+    state = {}
+    for key, t in mha.state_dict().items():
+        if key.startswith(("W_k.", "W_v.")):
+            heads = t.split(d)
+            t = torch.cat([torch.stack(heads[k::num_kv_heads]).mean(dim=0) for k in range(num_kv_heads)])
+        state[key] = t.clone()
+    gqa.load_state_dict(state, strict=False)
+    return gqa'''},
+    "bytes_no_batch": {"kv_cache_bytes": '''def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    per_token = 2 * num_layers * num_kv_heads * head_dim * bytes_per_element  # 每个词元：各层的键和值
+    return per_token * num_tokens'''},
+    "cache_returns_new_only": {"kv_cache": '''class KVCache:
+    def __init__(self):
+        self.keys = self.values = None
+
+    def append(self, keys, values):
+        self.keys = keys if self.keys is None else torch.cat((self.keys, keys), dim=1)
+        self.values = values if self.values is None else torch.cat((self.values, values), dim=1)
+        return keys, values'''},
+    "static_whole_buffer": {"static_kv_cache": '''class StaticKVCache:
+    def __init__(self, max_len):
+        self.max_len, self.length = max_len, 0
+        self.k_buffer = self.v_buffer = self.keys = self.values = None
+
+    def append(self, keys, values):
+        n = keys.shape[1]
+        if self.length + n > self.max_len:
+            raise ValueError(f"缓存只有 {self.max_len} 个位置")
+        if self.k_buffer is None:
+            self.k_buffer = torch.zeros(keys.shape[0], self.max_len, keys.shape[2], dtype=keys.dtype,
+                                        device=keys.device)
+            self.v_buffer = torch.zeros(values.shape[0], self.max_len, values.shape[2], dtype=values.dtype,
+                                        device=values.device)
+        self.k_buffer[:, self.length:self.length + n] = keys
+        self.v_buffer[:, self.length:self.length + n] = values
+        self.length += n
+        self.keys, self.values = self.k_buffer, self.v_buffer  # 整个缓冲区
+        return self.keys, self.values'''},
     "repeat_tiled": {"repeat_kv": '''def repeat_kv(X, n_rep):
     return torch.cat([X] * n_rep, dim=0)'''},
     "repeat_token_dim": {"repeat_kv": '''def repeat_kv(X, n_rep):

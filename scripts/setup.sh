@@ -17,6 +17,7 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 ldconfig -p 2>/dev/null | grep -q "libseccomp.so.2" || need_apt+=(libseccomp2)  # the sandbox's seccomp filter
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || need_apt+=(postgresql)  # the PostgreSQL gradebook test
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "apt-get install ${need_apt[*]}"

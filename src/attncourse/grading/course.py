@@ -32,6 +32,10 @@ def copy_course_files(src, dest, items=AUTHORED) -> Path:
         if target.is_dir():
             shutil.rmtree(target)
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, target)
+        if item == "nbgrader_config.py":  # a scratch course never writes into the course's own gradebook
+            with open(target, "a", encoding="utf-8") as f:
+                f.write(f"\n# a copy of the course: its own gradebook, whatever the course uses\n"
+                        f"c.CourseDirectory.db_url = {'sqlite:///' + str(dest.resolve() / 'gradebook.db')!r}\n")
     return dest
 
 
@@ -41,10 +45,20 @@ def nbgrader_config(root, submitted=None) -> Config:
     root = Path(root).resolve()
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     cfg.CourseDirectory.root = str(root)
-    cfg.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}?timeout={DB_BUSY_SECONDS}"
+    cfg.CourseDirectory.db_url = gradebook_url(cfg, root)
     if submitted is not None:
         cfg.CourseDirectory.submitted_directory = str(Path(submitted).resolve())
     return cfg
+
+
+def gradebook_url(cfg, root) -> str:
+    """The gradebook `nbgrader_config.py` names (`c.CourseDirectory.db_url`: any database SQLAlchemy reaches, such
+    as PostgreSQL), else `gradebook.db` in the course folder. A SQLite gradebook that someone else holds locked is
+    waited for."""
+    url = cfg.CourseDirectory.get("db_url") or f"sqlite:///{Path(root) / 'gradebook.db'}"
+    if url.startswith("sqlite:") and "timeout=" not in url:
+        url += f"{'&' if '?' in url else '?'}timeout={DB_BUSY_SECONDS}"
+    return url
 
 
 def coursedir(cfg, assignment_id: str = "", student_id: str = "*") -> CourseDirectory:

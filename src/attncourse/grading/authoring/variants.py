@@ -10,8 +10,8 @@ A unit's catalog lives in `catalog/<assignment>.py` and defines:
   `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
   and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
   that only shows on a GPU;
-- `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK)} for the variants that
-  show a misunderstanding; the grader names one in the feedback when a failed test's outputs are its own
+- `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK[, another deck])} for the
+  variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs are its own
   (run/diagnosis.py). The hint points to the slide and never quotes the answer;
 - `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
   student would: it must lose the same points and be named.
@@ -150,29 +150,34 @@ def catalog_problems(catalog, source_nb) -> list[str]:
     return problems + misconception_problems(catalog, source_nb, seen, answers)
 
 
+def _slide_titles(deck) -> set:
+    return {m.group(1).strip() for c in nbformat.read(deck, as_version=4).cells if c.cell_type == "markdown"
+            for m in [re.match(r"#+\s*(.+)", c.source)] if m}
+
+
 def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str]:
-    """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK`; a hint
+    """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK` (or of the deck
+    given fourth); a hint
     quotes no line of the reference answer; `TWINS` write each misconception another way, in answer cells."""
     found = getattr(catalog, "MISCONCEPTIONS", {})
     if not found:
         return []
-    deck = Path(getattr(catalog, "__file__", "")).resolve().parents[1] / getattr(catalog, "DECK", "")
-    if not deck.is_file():
+    root = Path(getattr(catalog, "__file__", "")).resolve().parents[1]
+    if not (root / getattr(catalog, "DECK", "")).is_file():
         return [f"DECK {getattr(catalog, 'DECK', None)!r} is not a deck: misconceptions point to its slides"]
-    titles = {m.group(1).strip() for c in nbformat.read(deck, as_version=4).cells if c.cell_type == "markdown"
-              for m in [re.match(r"#+\s*(.+)", c.source)] if m}
     code = {line.strip() for c in source_nb.cells if is_answer_cell(c) for line in c.source.splitlines()
             if len(line.strip()) > 12 and not line.strip().startswith("#")}
     problems = []
     for vid, entry in found.items():
         if vid not in variant_ids:
             problems.append(f"MISCONCEPTIONS[{vid!r}]: no variant has this id")
-        if not (isinstance(entry, tuple) and len(entry) == 3 and all(isinstance(x, str) and x for x in entry)):
-            problems.append(f"MISCONCEPTIONS[{vid!r}]: give (label, hint, slide title)")
+        if not (isinstance(entry, tuple) and len(entry) in (3, 4) and all(isinstance(x, str) and x for x in entry)):
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: give (label, hint, slide title[, deck when not DECK])")
             continue
-        label, hint, slide = entry
-        if slide not in titles:
-            problems.append(f"MISCONCEPTIONS[{vid!r}]: {slide!r} is no slide title of {catalog.DECK}")
+        label, hint, slide, *deck = entry
+        deck = deck[0] if deck else catalog.DECK
+        if not (root / deck).is_file() or slide not in _slide_titles(root / deck):
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: {slide!r} is no slide title of {deck}")
         problems += [f"MISCONCEPTIONS[{vid!r}]: the hint quotes the answer ({line!r})" for line in code
                      if line in hint or line in label]
     twins = getattr(catalog, "TWINS", {})

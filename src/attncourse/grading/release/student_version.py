@@ -1,5 +1,5 @@
 """Student versions: nbgrader's generate_assignment, a check that nothing secret leaked, and a record of
-what was released (`released.json` beside the gradebook: a checksum per notebook).
+what was released (`released.json` in the course folder: a checksum per notebook).
 
 Once students have submitted, releasing again would change the tests applied to work already handed in
 (nbgrader grades with the tests stored in the gradebook at release time), so it is refused unless forced.

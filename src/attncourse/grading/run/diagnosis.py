@@ -1,14 +1,15 @@
 """Naming the likely mistake behind a failed test: the catalogued misconception whose code, run through the
 same test, gives back what the student's code gave back.
 
-A catalog names some of its variants in `MISCONCEPTIONS`: {variant id: (label, hint, slide title of `DECK`)}. While a test
-cell runs, the grader keeps every tensor the student's code returns to it (`Session.returned`). When the cell
-fails, the grader runs, in this process, the source notebook with a misconception's answer in place of the
-reference (the instructor's code, never the student's) up to that cell, then the cell itself through the same
-protocol (`probe.serving`). A catalogued mistake matches when the cell fails there too and the student's code
-returned the same tensors: as many (at least one), each with the same shape and dtype and values within a
-tolerance for its dtype. A misconception is named only when it is the one thing that matches: if another
-catalogued mistake returns the same, or none does, nothing is shown. A passed test is never diagnosed.
+A catalog names some of its variants in `MISCONCEPTIONS`: {variant id: (label, hint, slide title of `DECK`[,
+another deck])}. While a test cell runs, the grader keeps every tensor the student's code returns to it
+(`Session.returned`). When the cell fails, the grader runs, in this process, the source notebook with a
+misconception's answer in place of the reference (the instructor's code, never the student's) up to that cell, then
+the cell itself through the same protocol (`probe.serving`). A catalogued mistake matches when the cell fails there
+too and the student's code returned the same tensors: as many (at least one), each with the same shape and dtype
+and values within a tolerance for its dtype. A misconception is named only when it is the one thing that matches
+(mistakes that share a label are one misconception): if another catalogued mistake returns the same, or none does,
+nothing is shown. A passed test is never diagnosed.
 """
 import builtins
 import threading
@@ -60,8 +61,8 @@ class Unit:
                 self._matches(v, test, returned) for v in caught if v["id"] not in self.misconceptions):
             return None  # mistakes this test cannot tell apart (another misconception, a shortcut, a crash)
         variant = matching[0]["id"]
-        label, hint, slide = self.misconceptions[variant]
-        return Diagnosis(variant, label, hint, slide, self.deck)
+        label, hint, slide, *deck = self.misconceptions[variant]
+        return Diagnosis(variant, label, hint, slide, Path(deck[0]).stem if deck else self.deck)
 
     def _matches(self, variant, test, returned) -> bool:
         passed, theirs = self._run(variant, test)

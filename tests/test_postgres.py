@@ -1,0 +1,148 @@
+"""A course whose gradebook is a PostgreSQL server (`c.CourseDirectory.db_url` in nbgrader_config.py) grades a
+class exactly as one with the embedded SQLite gradebook: the same scores, review decisions, manual grades and
+export. The server is Debian's PostgreSQL, started here with initdb + pg_ctl in a temporary folder (a Unix socket,
+no TCP); psycopg is the driver. Two `course grade` runs on different assignments share it at once, and the TA grades
+a written answer in formgrader (Chromium), which reads the same setting.
+"""
+import csv
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attncourse.browser import Browser, jupyterlab
+from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
+from attncourse.grading.cells import is_answer_cell
+from attncourse.grading.course import nbgrader_config
+from conftest import copy_course, course
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.needs_browser]
+
+A1, A2 = "a1_scoring", "a2_multihead"
+HONEST, HELD, MISTAKE = "2023000001", "2023000002", "2023000003"
+TOKEN = "postgres-test"
+
+
+def _postgres_bin(name):
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name)]
+    if not found[-1]:
+        pytest.skip(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server on a Unix socket; yields the SQLAlchemy URL of an empty database."""
+    folder = tempfile.mkdtemp(prefix="attncourse-pg-")  # under /tmp: the server's user must reach it
+    data = os.path.join(folder, "data")
+    as_server = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses to run as root
+    if as_server:
+        shutil.chown(folder, "postgres")
+    run = lambda *args: subprocess.run([*as_server, *args], check=True, capture_output=True, text=True)  # noqa: E731
+    run(_postgres_bin("initdb"), "-D", data, "-U", "course", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8")
+    run(_postgres_bin("pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w",
+        "-o", f"-k {folder} -c listen_addresses=''", "start")
+    try:
+        run(_postgres_bin("createdb"), "-h", folder, "-U", "course", "gradebook")
+        yield f"postgresql+psycopg://course@/gradebook?host={folder}"
+    finally:
+        run(_postgres_bin("pg_ctl"), "-D", data, "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_class(root, class_dir):
+    """An ordinary class: a right answer (with a written answer to grade by hand), one held for review (an
+    import the grader must look at) and one with a catalogued mistake, in both assignments."""
+    for assignment in (A1, A2):
+        catalog = load_catalog(root, assignment)
+        src = source_notebook(root, assignment, catalog)
+        name, rel = next((p.name, nbformat.read(p, as_version=4)) for p in (root / "release" / assignment).glob("*.ipynb"))
+        mistake = catalog.VARIANTS[0]
+        for student, nb in ((HONEST, answered(rel, src)), (HELD, answered(rel, src)),
+                            (MISTAKE, answered(rel, src, mistake.get("cells"), mistake.get("edits")))):
+            if student == HELD:
+                first = next(c for c in nb.cells if is_answer_cell(c) and c.cell_type == "code")
+                first.source = "import gc  # 评分程序要人看一眼的写法\n" + first.source
+            folder = class_dir / student / assignment
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / name)
+
+
+def _grades(db_url):
+    """{(assignment, student, cell): (auto, manual, needs a person)} of every grade in the gradebook."""
+    with Gradebook(db_url) as gb:
+        rows = {(a.name, s.student.id, g.name): (g.auto_score, g.manual_score, g.needs_manual_grade)
+                for a in gb.assignments for s in a.submissions for nb in s.notebooks for g in nb.grades}
+    assert rows, "the gradebook holds no grades"
+    return rows
+
+
+def _table(path):
+    with open(path, encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    assert rows, f"{path} has no rows"
+    return rows
+
+
+def _semester(root, class_dir, together, grade_by_hand):
+    """Grade (the two assignments at once in two processes, or in one run), decide the held submission, grade
+    the written answer, then feedback, report and export."""
+    if together:
+        with ThreadPoolExecutor(2) as pool:  # `course` fails the test if a run does not succeed
+            for run in [pool.submit(course, root, "grade", a, "--class", str(class_dir)) for a in (A1, A2)]:
+                run.result()
+    else:
+        course(root, "grade", "--class", str(class_dir))
+    course(root, "review", A1, HELD, "--accept")
+    grade_by_hand(root)
+    for step in ("feedback", "report"):
+        course(root, step)
+    course(root, "export", "--to", "build/lms.csv")
+    return _grades(nbgrader_config(root).CourseDirectory.db_url)
+
+
+def _in_gradebook(root):
+    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
+        grade = gb.find_grade("why_scale", "scoring", A1, HONEST)
+        grade.manual_score = 1.5
+        gb.db.commit()
+
+
+def _in_formgrader(root):
+    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
+        submission = gb.find_submission_notebook("scoring", A1, HONEST).id
+    with jupyterlab(root, token=TOKEN) as url, Browser() as browser:
+        browser.open(f"{url}/formgrader/submissions/{submission}?token={TOKEN}", settle=1)
+        box = browser.page.wait_for_selector("input.score#why_scale", timeout=60_000)
+        box.fill("1.5")
+        box.press("Tab")
+        browser.wait(2)  # saved through formgrader's API
+
+
+def test_a_postgresql_gradebook_grades_as_sqlite_does(tmp_path, postgres):
+    sqlite_root, pg_root = copy_course(tmp_path / "sqlite"), copy_course(tmp_path / "postgres")
+    with open(pg_root / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write(f"\nc.CourseDirectory.db_url = {postgres!r}\n")
+    assert nbgrader_config(pg_root).CourseDirectory.db_url == postgres
+    assert nbgrader_config(sqlite_root).CourseDirectory.db_url.startswith(f"sqlite:///{sqlite_root.resolve()}/")
+    sqlite_class, pg_class = tmp_path / "class_sqlite", tmp_path / "class_postgres"
+    for root in (sqlite_root, pg_root):
+        course(root, "release", A1, A2)
+    _write_class(sqlite_root, sqlite_class)
+    shutil.copytree(sqlite_class, pg_class)
+
+    expected = _semester(sqlite_root, sqlite_class, together=False, grade_by_hand=_in_gradebook)
+    got = _semester(pg_root, pg_class, together=True, grade_by_hand=_in_formgrader)
+
+    assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
+    assert got[(A1, HONEST, "why_scale")][1] == 1.5, "the written answer graded in formgrader is not in PostgreSQL"
+    assert not (pg_root / "gradebook.db").exists(), "a course command wrote a SQLite gradebook beside PostgreSQL"
+    for table in ("lms.csv", "grades.csv", "misconceptions.csv"):
+        assert _table(pg_root / "build" / table) == _table(sqlite_root / "build" / table), table
+    assert {r["学号"] for r in _table(pg_root / "build" / "lms.csv")} >= {HONEST, HELD, MISTAKE}
