@@ -90,9 +90,9 @@ def _table(path):
     return rows
 
 
-def _semester(root, class_dir, together, grade_by_hand):
+def _semester(root, class_dir, together):
     """Grade (the two assignments at once in two processes, or in one run), decide the held submission, grade
-    the written answer, then feedback, report and export."""
+    the written answer in formgrader, then feedback, report and export."""
     if together:
         with ThreadPoolExecutor(2) as pool:  # `course` fails the test if a run does not succeed
             for run in [pool.submit(course, root, "grade", a, "--class", str(class_dir)) for a in (A1, A2)]:
@@ -100,28 +100,27 @@ def _semester(root, class_dir, together, grade_by_hand):
     else:
         course(root, "grade", "--class", str(class_dir))
     course(root, "review", A1, HELD, "--accept")
-    grade_by_hand(root)
+    _grade_by_hand(root)
     for step in ("feedback", "report"):
         course(root, step)
     course(root, "export", "--to", "build/lms.csv")
     return _grades(nbgrader_config(root).CourseDirectory.db_url)
 
 
-def _in_gradebook(root):
-    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
-        grade = gb.find_grade("why_scale", "scoring", A1, HONEST)
-        grade.manual_score = 1.5
-        gb.db.commit()
-
-
-def _in_formgrader(root):
+def _grade_by_hand(root):
+    """The TA opens the honest submission in formgrader and gives the written answer 1.5 points."""
     with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
         submission = gb.find_submission_notebook("scoring", A1, HONEST).id
     with jupyterlab(root, token=TOKEN) as url, Browser() as browser:
-        browser.open(f"{url}/formgrader/submissions/{submission}?token={TOKEN}", settle=1)
+        browser.open(f"{url}/formgrader/manage_assignments?token={TOKEN}", settle=1)  # logs in
+        browser.open(f"{url}/formgrader/gradebook/{A1}/scoring", settle=1)
+        browser.page.wait_for_selector(f"a[href$='/submissions/{submission}']", timeout=60_000).click()
         box = browser.page.wait_for_selector("input.score#why_scale", timeout=60_000)
+        browser.wait(2)
         box.fill("1.5")
         box.press("Tab")
+        browser.page.wait_for_function("() => !document.querySelector('#why_scale').classList.contains("
+                                       "'needs_manual_grade')", timeout=30_000)
         browser.wait(2)  # saved through formgrader's API
 
 
@@ -137,11 +136,11 @@ def test_a_postgresql_gradebook_grades_as_sqlite_does(tmp_path, postgres):
     _write_class(sqlite_root, sqlite_class)
     shutil.copytree(sqlite_class, pg_class)
 
-    expected = _semester(sqlite_root, sqlite_class, together=False, grade_by_hand=_in_gradebook)
-    got = _semester(pg_root, pg_class, together=True, grade_by_hand=_in_formgrader)
+    expected = _semester(sqlite_root, sqlite_class, together=False)
+    got = _semester(pg_root, pg_class, together=True)
 
     assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
-    assert got[(A1, HONEST, "why_scale")][1] == 1.5, "the written answer graded in formgrader is not in PostgreSQL"
+    assert got[(A1, HONEST, "why_scale")][1:] == (1.5, False), "the written answer graded in formgrader is not saved"
     assert not (pg_root / "gradebook.db").exists(), "a course command wrote a SQLite gradebook beside PostgreSQL"
     for table in ("lms.csv", "grades.csv", "misconceptions.csv"):
         assert _table(pg_root / "build" / table) == _table(sqlite_root / "build" / table), table
