@@ -1,8 +1,8 @@
-"""A course whose gradebook is a PostgreSQL server (`c.CourseDirectory.db_url` in nbgrader_config.py) grades a
-class exactly as one with the embedded SQLite gradebook: the same scores, review decisions, manual grades and
-export. The server is Debian's PostgreSQL, started here with initdb + pg_ctl in a temporary folder (a Unix socket,
-no TCP); psycopg is the driver. Two `course grade` runs on different assignments share it at once, and the TA grades
-a written answer in formgrader (Chromium), which reads the same setting.
+"""A course whose gradebook is a PostgreSQL server (`c.CourseDirectory.db_url` in nbgrader_config.py) grades a class,
+collected from LMS downloads, exactly as one with the embedded SQLite gradebook: the same scores, review decisions,
+manual grades, names and export. The server is Debian's PostgreSQL, started here with initdb + pg_ctl in a
+temporary folder (a Unix socket, no TCP); psycopg is the driver. Two `course grade` runs on different assignments
+share it at once, and the TA grades a written answer in formgrader (Chromium), which reads the same setting.
 """
 import csv
 import glob
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.needs_browse
 
 A1, A2 = "a1_scoring", "a2_multihead"
 HONEST, HELD, MISTAKE = "2023000001", "2023000002", "2023000003"
+NAMES = {HONEST: "张三", HELD: "欧阳娜娜", MISTAKE: "李四"}
 TOKEN = "postgres-test"
 
 
@@ -56,22 +58,25 @@ def postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _write_class(root, class_dir):
-    """An ordinary class: a right answer (with a written answer to grade by hand), one held for review (an
-    import the grader must look at) and one with a catalogued mistake, in both assignments."""
+def _write_downloads(root, folder):
+    """An ordinary class as the LMS hands it out, a zip per assignment: a right answer (with a written answer to
+    grade by hand), one held for review (an import the grader must look at) and one with a catalogued mistake."""
+    zips = {}
     for assignment in (A1, A2):
         catalog = load_catalog(root, assignment)
         src = source_notebook(root, assignment, catalog)
-        name, rel = next((p.name, nbformat.read(p, as_version=4)) for p in (root / "release" / assignment).glob("*.ipynb"))
+        path = next((root / "release" / assignment).glob("*.ipynb"))
+        name, rel = path.name, nbformat.read(path, as_version=4)
         mistake = catalog.VARIANTS[0]
-        for student, nb in ((HONEST, answered(rel, src)), (HELD, answered(rel, src)),
-                            (MISTAKE, answered(rel, src, mistake.get("cells"), mistake.get("edits")))):
-            if student == HELD:
-                first = next(c for c in nb.cells if is_answer_cell(c) and c.cell_type == "code")
-                first.source = "import gc  # 评分程序要人看一眼的写法\n" + first.source
-            folder = class_dir / student / assignment
-            folder.mkdir(parents=True)
-            nbformat.write(nb, folder / name)
+        zips[assignment] = folder / f"{assignment}.zip"
+        with zipfile.ZipFile(zips[assignment], "w", zipfile.ZIP_DEFLATED) as z:
+            for student, nb in ((HONEST, answered(rel, src)), (HELD, answered(rel, src)),
+                                (MISTAKE, answered(rel, src, mistake.get("cells"), mistake.get("edits")))):
+                if student == HELD:
+                    first = next(c for c in nb.cells if is_answer_cell(c) and c.cell_type == "code")
+                    first.source = "import gc  # 评分程序要人看一眼的写法\n" + first.source
+                z.writestr(f"{student}_{NAMES[student]}_{name}", nbformat.writes(nb))
+    return zips
 
 
 def _grades(db_url):
@@ -90,15 +95,17 @@ def _table(path):
     return rows
 
 
-def _semester(root, class_dir, together):
-    """Grade (the two assignments at once in two processes, or in one run), decide the held submission, grade
-    the written answer in formgrader, then feedback, report and export."""
+def _semester(root, zips, together):
+    """Collect the LMS downloads, grade (the two assignments at once in two processes, or in one run), decide
+    the held submission, grade the written answer in formgrader, then feedback, report and export."""
+    for assignment, download in zips.items():
+        course(root, "collect", str(download), "--assignment", assignment)
     if together:
         with ThreadPoolExecutor(2) as pool:  # `course` fails the test if a run does not succeed
-            for run in [pool.submit(course, root, "grade", a, "--class", str(class_dir)) for a in (A1, A2)]:
+            for run in [pool.submit(course, root, "grade", a) for a in (A1, A2)]:
                 run.result()
     else:
-        course(root, "grade", "--class", str(class_dir))
+        course(root, "grade")
     course(root, "review", A1, HELD, "--accept")
     _grade_by_hand(root)
     for step in ("feedback", "report"):
@@ -130,18 +137,17 @@ def test_a_postgresql_gradebook_grades_as_sqlite_does(tmp_path, postgres):
         f.write(f"\nc.CourseDirectory.db_url = {postgres!r}\n")
     assert nbgrader_config(pg_root).CourseDirectory.db_url == postgres
     assert nbgrader_config(sqlite_root).CourseDirectory.db_url.startswith(f"sqlite:///{sqlite_root.resolve()}/")
-    sqlite_class, pg_class = tmp_path / "class_sqlite", tmp_path / "class_postgres"
     for root in (sqlite_root, pg_root):
         course(root, "release", A1, A2)
-    _write_class(sqlite_root, sqlite_class)
-    shutil.copytree(sqlite_class, pg_class)
+    zips = _write_downloads(sqlite_root, tmp_path)
 
-    expected = _semester(sqlite_root, sqlite_class, together=False)
-    got = _semester(pg_root, pg_class, together=True)
+    with ThreadPoolExecutor(2) as pool:  # the two courses side by side: grading mostly waits on kernels
+        expected, got = pool.submit(_semester, sqlite_root, zips, False), pool.submit(_semester, pg_root, zips, True)
+        expected, got = expected.result(), got.result()
 
     assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
     assert got[(A1, HONEST, "why_scale")][1:] == (1.5, False), "the written answer graded in formgrader is not saved"
     assert not (pg_root / "gradebook.db").exists(), "a course command wrote a SQLite gradebook beside PostgreSQL"
     for table in ("lms.csv", "grades.csv", "misconceptions.csv"):
         assert _table(pg_root / "build" / table) == _table(sqlite_root / "build" / table), table
-    assert {r["学号"] for r in _table(pg_root / "build" / "lms.csv")} >= {HONEST, HELD, MISTAKE}
+    assert {r["学号"]: r["姓名"] for r in _table(pg_root / "build" / "lms.csv")} == NAMES
