@@ -1,6 +1,8 @@
 """The likely-mistake engine (run/diagnosis.py) in this process, without a kernel: a twin is named, a mistake no
 misconception explains is not, a failure before anything came back is not, and a catalog that cannot be read
 never stops grading."""
+import threading
+
 from attncourse.grading.catalogs import load_catalog, source_notebook, with_code
 from attncourse.grading.run import diagnosis
 from conftest import ROOT
@@ -45,3 +47,35 @@ def test_a_catalog_that_cannot_be_read_gives_no_diagnosis(tmp_path):
     assert diagnosis.unit(tmp_path, A1) is None  # no catalog for it
     (tmp_path / "catalog" / f"{A1}.py").write_text("raise RuntimeError('broken')\n")
     assert diagnosis.unit(tmp_path, A1) is None
+
+
+def test_a_catalogued_answer_runs_with_torchs_generator_alone():
+    """Grading threads draw from torch's global generator in test cells; a diagnosis run seeds it and must draw
+    the same numbers each time: it waits for the test cells under way, and new ones wait for it."""
+    shared = diagnosis._SharedRandom()
+    order, entered = [], threading.Event()
+
+    def run_alone():
+        with shared.alone():
+            order.append("alone")
+            entered.set()
+
+    with shared.drawing():
+        alone = threading.Thread(target=run_alone)
+        alone.start()
+        assert not entered.wait(0.3), "a diagnosis ran while a test cell was drawing"
+        order.append("test cell done")
+    alone.join(5)
+    assert order == ["test cell done", "alone"]
+
+    def draw():
+        with shared.drawing():
+            order.append("drew")
+
+    with shared.alone():
+        drew = threading.Thread(target=draw)
+        drew.start()
+        drew.join(0.3)
+        assert "drew" not in order, "a test cell drew while a diagnosis had the generator alone"
+    drew.join(5)
+    assert order[-1] == "drew"

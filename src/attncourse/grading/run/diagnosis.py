@@ -13,6 +13,7 @@ nothing is shown. A passed test is never diagnosed.
 """
 import builtins
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,48 @@ class Diagnosis:
         return f"可能的原因：{self.label}。{self.hint}（讲义 {self.deck}，“{self.slide}”一页）"
 
 
-_LOCK = threading.Lock()  # the catalogued answers run one at a time, with the process's torch seeded
+_LOCK = threading.Lock()  # one Unit per catalog
+
+
+class _SharedRandom:
+    """torch's global random generator, which this process's threads share. Test cells draw from it (a module
+    the test builds in the grader); a catalogued answer's run seeds it and must draw the same numbers every time
+    it runs, so it has the generator alone: test cells share it (`drawing`), one run at a time takes it `alone`
+    once the test cells under way have finished (new ones wait)."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._drawing = self._waiting = 0
+        self._alone = False
+
+    @contextmanager
+    def drawing(self):
+        with self._changed:
+            self._changed.wait_for(lambda: not self._alone and not self._waiting)
+            self._drawing += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._drawing -= 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def alone(self):
+        with self._changed:
+            self._waiting += 1
+            self._changed.wait_for(lambda: not self._alone and not self._drawing)
+            self._waiting -= 1
+            self._alone = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._alone = False
+                self._changed.notify_all()
+
+
+RANDOM = _SharedRandom()
 _UNITS = {}  # (catalog path, its mtime) -> Unit
 
 
@@ -71,7 +113,7 @@ class Unit:
     def _run(self, variant, test):
         key = (variant["id"], test)
         if key not in self._runs:
-            with _LOCK:
+            with RANDOM.alone():
                 nb = with_code(self.source, variant.get("cells"), variant.get("edits"))
                 self._runs[key] = run_test(nb, test)
         return self._runs[key]
