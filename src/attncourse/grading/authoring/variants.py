@@ -11,8 +11,8 @@ A unit's catalog lives in `catalog/<assignment>.py` and defines:
   and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
   that only shows on a GPU;
 - `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK[, another deck])} for the
-  variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs are its own
-  (run/diagnosis.py). The hint points to the slide and never quotes the answer;
+  variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs
+  are its own (run/diagnosis.py). The hint points to the slide and never quotes the answer;
 - `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
   student would: it must lose the same points and be named.
 """
@@ -157,8 +157,8 @@ def _slide_titles(deck) -> set:
 
 def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str]:
     """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK` (or of the deck
-    given fourth); a hint
-    quotes no line of the reference answer; `TWINS` write each misconception another way, in answer cells."""
+    given fourth); a hint quotes no line of the reference answer; `TWINS` write each misconception another way,
+    in answer cells."""
     found = getattr(catalog, "MISCONCEPTIONS", {})
     if not found:
         return []
@@ -167,7 +167,7 @@ def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str
         return [f"DECK {getattr(catalog, 'DECK', None)!r} is not a deck: misconceptions point to its slides"]
     code = {line.strip() for c in source_nb.cells if is_answer_cell(c) for line in c.source.splitlines()
             if len(line.strip()) > 12 and not line.strip().startswith("#")}
-    problems = []
+    problems, titles = [], {}  # titles: {deck: its slide titles}, each deck read once
     for vid, entry in found.items():
         if vid not in variant_ids:
             problems.append(f"MISCONCEPTIONS[{vid!r}]: no variant has this id")
@@ -176,7 +176,9 @@ def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str
             continue
         label, hint, slide, *deck = entry
         deck = deck[0] if deck else catalog.DECK
-        if not (root / deck).is_file() or slide not in _slide_titles(root / deck):
+        if (root / deck).is_file() and deck not in titles:
+            titles[deck] = _slide_titles(root / deck)
+        if slide not in titles.get(deck, ()):
             problems.append(f"MISCONCEPTIONS[{vid!r}]: {slide!r} is no slide title of {deck}")
         problems += [f"MISCONCEPTIONS[{vid!r}]: the hint quotes the answer ({line!r})" for line in code
                      if line in hint or line in label]
