@@ -61,7 +61,7 @@ def cmd_collect(args):
 
 def cmd_grade(args):
     from .grading import commands
-    commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir)
+    commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir, args.cluster)
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
 
 
@@ -134,6 +134,9 @@ def parser():
     c.add_argument("--class", dest="class_dir", type=Path, default=None,
                    help="先把这个 <学生>/<作业>/ 结构的文件夹并入 submitted/，再评分")
     c.add_argument("--jobs", **jobs)
+    c.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="在这个 Dask 调度器的工作进程上评分，如 tcp://10.0.0.5:8786（默认：c.Cluster.address；"
+                        "未设置则在本机评分）")
     c.set_defaults(func=cmd_grade)
     c = sub.add_parser("review", help="复核暂扣分数的提交：不加 --accept/--reject 时列出待复核的；--accept 计入，--reject 记 0 分")
     c.add_argument("assignment", nargs="?", help="作业")

@@ -25,6 +25,7 @@ from .publish import feedback, report
 from .records import outcome_from_record
 from .release import student_version as release
 from .run import autograde, review
+from .run.cluster import Cluster, ClusterLost
 from .text import for_terminal
 
 
@@ -85,8 +86,9 @@ def collect_download(root, source, assignment) -> collect.Collected:
 
 # --- grade, feedback, report, export ---------------------------------------------------------------------------
 
-def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]:
-    """Grade submitted/ (after importing `class_dir`, a folder laid out as <student>/<assignment>/)."""
+def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) -> list[Outcome]:
+    """Grade submitted/ (after importing `class_dir`, a folder laid out as <student>/<assignment>/), here or on
+    the Dask cluster whose scheduler is at `cluster` (default: `c.Cluster.address`, '' for here)."""
     root = Path(root)
     _log(root)
     ids = released_ids(root, ids)
@@ -101,7 +103,8 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]
     pairs = [p for p in submissions(submitted, ids) if student is None or p[1] == student] if submitted.is_dir() else []
     if not pairs:
         raise ToolchainError(f"{submitted} 中没有找到 {'、'.join(ids)} 的提交" + (f"（学生 {student}）" if student else ""))
-    step(f"自动评分 {len(pairs)} 份提交（{jobs} 个并行）")
+    cluster = Cluster(config=cfg).address if cluster is None else cluster
+    step(f"自动评分 {len(pairs)} 份提交（" + (f"Dask 集群 {cluster}）" if cluster else f"{jobs} 个并行）"))
     start = time.time()
     bar = tqdm(total=len(pairs), unit="份", desc="评分", disable=None, leave=False, dynamic_ncols=True)
 
@@ -113,9 +116,15 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None) -> list[Outcome]
         bar.update()
 
     try:
-        outcomes = autograde.grade_class(cfg, pairs, jobs=jobs, force=student is not None, progress=progress)
+        outcomes = autograde.grade_class(cfg, pairs, jobs=jobs, force=student is not None, progress=progress,
+                                         cluster=cluster)
     except SandboxUnavailable as exc:
         raise ToolchainError(str(exc)) from exc
+    except ClusterLost as exc:
+        graded = getattr(exc, "graded", 0)
+        raise ToolchainError(f"{exc}。评分已停止：本次评完的 {graded} 份提交已记录；集群恢复后再次运行 course grade，"
+                             f"只评尚未评分的提交 / grading stopped, {graded} graded submissions are kept; "
+                             f"run course grade again once the cluster is back") from exc
     finally:
         bar.close()
     print(f"  用时 {time.time() - start:.1f} s")

@@ -2,7 +2,7 @@
 import logging
 from pathlib import Path
 
-LOGGERS = ("traitlets", "nbgrader")
+LOGGERS = ("traitlets", "nbgrader", "distributed", "tornado")  # the last two: `course grade --cluster`'s client
 
 
 def to_file(path) -> Path:
@@ -14,6 +14,10 @@ def to_file(path) -> Path:
         logger.propagate = False
         logger.handlers = [handler]
         logger.setLevel(logging.INFO)
+    for name in list(logging.root.manager.loggerDict):  # distributed gives some of its loggers a handler each
+        if name.partition(".")[0] in LOGGERS and "." in name:
+            logging.getLogger(name).handlers = []
+            logging.getLogger(name).propagate = True
     return path
 
 

@@ -28,19 +28,22 @@ from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
 from ..records import hold_for_review, outcome_from_record, read_record, read_scores, write_record
 from . import ta_view
-from .execution import RESULT, TURN, CourseExecute
+from .cluster import Cluster, Workers
+from .execution import RESULT, TURN, WORKERS, CourseExecute
 
 
 class CourseAutograde(Autograde):
     """nbgrader's Autograde, safe in threads, handing each notebook's execute step a `SubmissionResult`."""
 
-    def __init__(self, result: SubmissionResult, **kwargs):
+    def __init__(self, result: SubmissionResult, workers=None, **kwargs):
         super().__init__(**kwargs)
-        self.result = result
+        self.result, self.workers = result, workers
 
     def init_single_notebook_resources(self, notebook_filename):
         resources = super().init_single_notebook_resources(notebook_filename)
         resources[RESULT] = self.result
+        if self.workers is not None:
+            resources[WORKERS] = self.workers
         return resources
 
     def convert_single_notebook(self, notebook_filename):
@@ -68,7 +71,11 @@ def grading_config(cfg) -> Config:
     return cfg
 
 
-def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcome:
+def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True, workers=None) -> Outcome:
+    """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers`) and record
+    it."""
+    if workers is not None and workers.lost:
+        raise workers.lost_error()
     start = time.time()
     a, s = intake.assignment, intake.student
     if intake.reason:  # the student's name is a folder's name, so it can name the record too
@@ -89,11 +96,13 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True) -> Outcom
         cd = coursedir(cfg, a, s)
         cd.submitted_directory = str(intake.folder.parent.parent)
         cd.autograded_directory = str(scratch)
-        converter = CourseAutograde(result, coursedir=cd, config=cfg)
+        converter = CourseAutograde(result, workers, coursedir=cd, config=cfg)
         converter.force = True
         try:
             converter.start()
         except Exception as exc:  # nbgrader has already removed the half-made autograded copy
+            if workers is not None and workers.lost:  # not graded: nothing is recorded
+                raise workers.lost_error() from exc
             reason = result.failure or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
             notes = intake.notes + result.notes
             write_record(root, a, s, {"digest": intake.digest, "status": Status.FAILED, "reason": reason,
@@ -124,12 +133,15 @@ def flag_after_grading(cfg, root, outcome: Outcome) -> None:
 
 
 def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, outcome: None, warn=print,
-                preload=True) -> list:
+                preload=True, cluster="") -> list:
     """Autograde every (assignment, student) pair of the class folder `cfg.CourseDirectory.submitted_directory`;
     returns their Outcomes in input order. `progress(done, total, outcome)` is called as each one finishes.
 
     `preload`: kernels start as forks of a process that has imported torch and d2l (see isolation/preload.py);
     each kernel is sandboxed (isolation/sandbox.py) unless no sandbox can be made here or `preload` is False.
+    `cluster`: a Dask scheduler's address; its workers execute the submissions, each in its own sandbox, with
+    twice as many at once as they have threads (run/cluster.py). Raises `ClusterLost` if the cluster goes away:
+    what was graded by then is recorded.
     """
     cfg = grading_config(cfg)
     root = Path(cfg.CourseDirectory.root)
@@ -139,20 +151,28 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
     released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
     intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
-    sandbox = sandboxes.for_grading(cfg, warn) if preload else None
+    workers = sandbox = None
+    if cluster:
+        workers = Workers(cluster, cfg, warn, Cluster(config=cfg).connect_timeout)
+        jobs = 2 * workers.threads  # the coordinator's bookkeeping for one overlaps the execution of another
+    elif preload:
+        sandbox = sandboxes.for_grading(cfg, warn)
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
     try:
-        with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload else nullcontext(), \
+        with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload and not cluster else nullcontext(), \
                 ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None):
-                       (intake.assignment, intake.student) for intake in intakes}
+            futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None,
+                                   workers): (intake.assignment, intake.student) for intake in intakes}
             for done, future in enumerate(as_completed(futures), 1):
                 key = futures[future]
                 try:
                     outcome = future.result()
                 except Exception as exc:  # a toolchain error, not the student's: the caller stops on it
+                    if workers is not None and workers.lost:
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        break
                     outcome = Outcome(*key, Status.ERROR, f"{type(exc).__name__}: {exc}")
                 results[key] = outcome
                 progress(done, len(pairs), outcome)
@@ -161,4 +181,10 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
         shutil.rmtree(scratch, ignore_errors=True)
+        if workers is not None:
+            workers.close()
+    if workers is not None and workers.lost:
+        error = workers.lost_error()
+        error.graded = len(results)
+        raise error
     return [results[p] for p in pairs]

@@ -29,6 +29,7 @@ from ..syntax import only_imports
 from . import diagnosis, flags
 
 RESULT = "course_result"  # the key of the SubmissionResult in nbconvert's resources (see autograde.py)
+WORKERS = "course_workers"  # the key of the cluster that executes instead of this process (run/cluster.py)
 
 
 class _Turn:
@@ -79,18 +80,27 @@ def hung(timeout: int) -> str:
 
 
 class Instructor:
-    """What the gradebook says about one notebook: which cells are the instructor's, and their sources."""
+    """What the gradebook says about one notebook: which cells are the instructor's, and their sources. Plain
+    data (`as_task`), so that it can travel with a submission to a grading worker (run/cluster.py)."""
 
-    def __init__(self, db_url, notebook, assignment):
+    def __init__(self, sources: dict, tests, locked):
+        self.sources, self.tests, self.locked = dict(sources), set(tests), set(locked)
+        self.imports = [self.sources[name] for name in sorted(self.locked - self.tests)
+                        if only_imports(self.sources[name])]
+        self.visible_tests = {HIDDEN_PART.sub("", self.sources[name]).strip() for name in self.tests}
+
+    @classmethod
+    def from_gradebook(cls, db_url, notebook, assignment) -> "Instructor":
         with Gradebook(db_url) as gb:
             nb = gb.find_notebook(notebook, assignment)
-            self.sources = {c.name: c.source for c in nb.source_cells}
+            sources = {c.name: c.source for c in nb.source_cells}
             solutions = {c.name for c in nb.solution_cells}
-            self.tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
+            tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
             locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
-        self.imports = [self.sources[name] for name in sorted(locked - self.tests) if only_imports(self.sources[name])]
-        self.locked = locked
-        self.visible_tests = {HIDDEN_PART.sub("", self.sources[name]).strip() for name in self.tests}
+        return cls(sources, tests, locked)
+
+    def as_task(self) -> dict:
+        return {"sources": self.sources, "tests": sorted(self.tests), "locked": sorted(self.locked)}
 
     def is_instructors(self, cell) -> bool:
         """Test cells (run here, from the gradebook), unchanged locked cells, and pasted copies of what the
@@ -136,30 +146,60 @@ class CourseExecute(QuietKernel, Execute):
     def preprocess(self, nb, resources, km=None):
         info = resources["nbgrader"]
         self.result = resources.get(RESULT) or SubmissionResult()
-        self.instructor = Instructor(info["db_url"], info["notebook"], info["assignment"])
-        self.diagnoser = diagnosis.unit(self.course_root, info["assignment"]) if self.course_root else None
-        if self.diagnoser is None and self.course_root and diagnosis.catalog_path(self.course_root,
-                                                                                  info["assignment"]).is_file():
+        instructor = Instructor.from_gradebook(info["db_url"], info["notebook"], info["assignment"])
+        diagnoser = diagnosis.unit(self.course_root, info["assignment"]) if self.course_root else None
+        if diagnoser is None and self.course_root and diagnosis.catalog_path(self.course_root,
+                                                                             info["assignment"]).is_file():
             self.result.notes.append(diagnosis.UNAVAILABLE)
-        review(self.result, nb, self.instructor)
-        self.session = remote.Session(self._send, self.instructor.imports)
-        self.namespace = trusted.base_namespace(self.instructor.imports)
-        self._kept_bytes = {}
+        workers = resources.get(WORKERS)
         with TURN.lent():
-            try:
-                nb, resources = super().preprocess(nb, resources, km=km)
-            except DeadKernelError:
-                self._fail(CRASHED)
+            if workers is None:
+                nb, failed = self.run(nb, resources, instructor, self.result, km)
+            else:
+                nb, failed = workers.run(nb, resources, instructor, self.result)
+        self.diagnose(nb, failed, diagnoser)
+        return nb, resources
+
+    def run(self, nb, resources, instructor, result, km=None):
+        """Execute `nb` here, filling `result`; returns the notebook and {grade_id: (message, returned)} of each
+        failed test cell."""
+        self.result, self.instructor, self.failed = result, instructor, {}
+        review(result, nb, instructor)
+        self.session = remote.Session(self._send, instructor.imports)
+        self.namespace = trusted.base_namespace(instructor.imports)
+        self._kept_bytes = {}
+        try:
+            nb, resources = super().preprocess(nb, resources, km=km)
+        except DeadKernelError:
+            self._fail(CRASHED)
         for cell in nb.cells:  # a forbidden call found by a later test fails the earlier tests of its question
             message = self.session.forbidden_answers.get(self.session.answer_of.get(grade_id(cell)))
             if message and is_test_cell(cell):
                 cell.outputs = [_error(message)]
         if self.session.tampered:  # only a kernel whose grading machinery was changed sends what is not allowed
-            self.result.flags.append("评分时内核返回了协议不允许的数据，提交的代码可能干扰了评分程序："
-                                     + "；".join(dict.fromkeys(self.session.tampered))[:500])
-            self.result.held.update(self.instructor.tests)
-            self.result.review_lines.append((-1, 0, self.result.flags[-1]))
-        return nb, resources
+            result.flags.append("评分时内核返回了协议不允许的数据，提交的代码可能干扰了评分程序："
+                                + "；".join(dict.fromkeys(self.session.tampered))[:500])
+            result.held.update(instructor.tests)
+            result.review_lines.append((-1, 0, result.flags[-1]))
+        return nb, self.failed
+
+    def diagnose(self, nb, failed, diagnoser) -> None:
+        """Name the likely mistake behind each failed test cell, in its output and in the result."""
+        if diagnoser is None:
+            return
+        for cell in nb.cells:
+            gid = grade_id(cell)
+            if gid not in failed:
+                continue
+            message, returned = failed[gid]
+            try:
+                found = diagnoser.diagnose(gid, returned)
+            except Exception:  # noqa: BLE001 - a diagnosis is a hint: the verdict stands without it
+                found = None
+            if found:
+                self.result.diagnoses[gid] = {"id": found.variant, "label": found.label}
+                if cell.outputs == [_error(message)]:  # not replaced by a forbidden call's message
+                    cell.outputs = [_error(f"{message}\n{found.text()}")]
 
     def _fail(self, reason):
         self.result.failure = reason
@@ -175,16 +215,9 @@ class CourseExecute(QuietKernel, Execute):
                 verdict = trusted.run_test_cell(self.instructor.sources[gid], gid, self.namespace, self.session)
         except remote.KernelLost as exc:
             self._fail({"died": CRASHED, "connection": LOST}.get(str(exc), hung(self.timeout)))
-        message = verdict.message
-        if not verdict.passed and self.diagnoser is not None:
-            try:
-                found = self.diagnoser.diagnose(gid, self.session.returned)
-            except Exception:  # noqa: BLE001 - a diagnosis is a hint: the verdict stands without it
-                found = None
-            if found:
-                self.result.diagnoses[gid] = {"id": found.variant, "label": found.label}
-                message = f"{message}\n{found.text()}"
-        cell.outputs = [] if verdict.passed else [_error(message)]
+        if not verdict.passed:
+            self.failed[gid] = (verdict.message, self.session.returned)
+        cell.outputs = [] if verdict.passed else [_error(verdict.message)]
         return cell, resources
 
     def create_kernel_manager(self):

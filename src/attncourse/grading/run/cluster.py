@@ -1,0 +1,173 @@
+"""Grading on Dask workers: `course grade --cluster ADDRESS`, or `c.Cluster.address` in nbgrader_config.py.
+
+The machine that runs `course grade` (the coordinator) keeps every step that reads the course or writes what
+lasts: intake, the gradebook, `autograded/`, the records, the diagnoses. A worker gets only the execution: the
+task carries the student's notebook, the instructor's cells from the gradebook (the hidden tests among them)
+and the execute settings, and the worker runs it in its own sandbox with preloaded kernels (isolation/), as
+local grading does, then sends back the executed notebook and what it found. A worker never reads the course
+folder and writes nothing that outlives the task.
+
+- A worker that dies mid-submission: the scheduler gives the task to another worker (Dask reschedules tasks of
+  a lost worker), and the coordinator records the one result it receives.
+- A scheduler that goes away: every submission under way raises `ClusterLost`, nothing is recorded for them,
+  and `course grade` stops; the submissions already recorded keep their grade, so the next run grades only what
+  is missing.
+"""
+import asyncio
+import os
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import nbformat
+from distributed import Client, KilledWorker, WorkerPlugin, get_worker
+from distributed.client import FutureCancelledError
+from traitlets import Integer, Unicode
+from traitlets.config import Config, Configurable
+
+from ..course import kernel_env
+from ..isolation import sandbox as sandboxes
+from ..isolation.preload import preloaded_kernels
+from ..model import SubmissionResult
+from ..protocol import probe
+from .execution import CourseExecute, Instructor, SubmissionFailed
+
+PLUGIN = "attncourse-grading"
+# the settings a worker executes with; nothing else of nbgrader_config.py (the gradebook's URL) travels
+SECTIONS = ("CourseExecute", "Execute", "ExecutePreprocessor", "NotebookClient", "Sandbox")
+
+
+class Cluster(Configurable):
+    """Where `course grade` sends submissions (`c.Cluster.*` in nbgrader_config.py)."""
+
+    address = Unicode("", help="The Dask scheduler's address, such as 'tcp://10.0.0.5:8786' ('' grades on this "
+                               "machine). `course grade --cluster` overrides it.").tag(config=True)
+    connect_timeout = Integer(30, help="Seconds to wait for the scheduler when grading starts.").tag(config=True)
+
+
+class ClusterLost(RuntimeError):
+    """The scheduler went away, or a task's workers kept dying: the submission was not graded."""
+
+
+class GradingWorker(WorkerPlugin):
+    """A Dask worker plugin: the sandbox settings and a zygote of preloaded kernels for the worker's life.
+
+    The zygote dies with the thread that started it (PR_SET_PDEATHSIG), so a thread of the plugin's own starts
+    it and holds it until the worker closes."""
+
+    name = PLUGIN
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.warnings, self.error, self.sandboxed = [], None, False
+
+    async def setup(self, worker):
+        os.environ.update(kernel_env(worker.state.nthreads))
+        ready, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold, args=(ready,), name=PLUGIN, daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(ready.wait)
+        if self.error is not None:
+            raise self.error
+
+    def _hold(self, ready):
+        try:
+            sandbox = sandboxes.for_grading(Config(self.config), self.warnings.append)
+            self.sandboxed = sandbox is not None
+            with preloaded_kernels(self.warnings.append, sandbox, modules=[probe.__name__]):
+                ready.set()
+                self._stop.wait()
+        except Exception as exc:  # noqa: BLE001 - raised by setup(): the coordinator reports it
+            self.error = exc
+        finally:
+            ready.set()
+
+    def teardown(self, worker):
+        self._stop.set()
+        self._thread.join(60)
+
+
+def execute(task: dict) -> dict:
+    """On a worker: run one notebook as local grading runs it; returns what the coordinator needs."""
+    plugin = get_worker().plugins[PLUGIN]
+    result = SubmissionResult(sandboxed=plugin.sandboxed)
+    nb = nbformat.reads(task["notebook"], as_version=4)
+    executor = CourseExecute(config=Config(task["config"]))
+    with tempfile.TemporaryDirectory(prefix="attncourse-task-") as folder:
+        for name, text in task["folder"].items():  # a sandboxed kernel gets the notebooks of its folder
+            (Path(folder) / name).write_text(text, encoding="utf-8")
+        try:
+            nb, failed = executor.run(nb, {"metadata": {"path": folder}}, Instructor(**task["instructor"]), result)
+        except SubmissionFailed:
+            nb, failed = None, {}
+    return {"notebook": None if nb is None else nbformat.writes(nb), "failed": failed, "result": result}
+
+
+class Workers:
+    """The coordinator's handle on the cluster for one grading run."""
+
+    def __init__(self, address, cfg, warn=print, timeout=30):
+        self.address, self.lost = address, ""
+        self.config = {name: dict(cfg[name]) for name in SECTIONS if name in cfg}
+        self.config.get("CourseExecute", {}).pop("course_root", None)  # diagnosis stays on the coordinator
+        try:
+            self.client = Client(address, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterLost(f"无法连接 Dask 调度器 {address}：{exc}") from exc
+        try:
+            self.client.register_plugin(GradingWorker(self.config), name=PLUGIN)
+            if not self.client.nthreads():
+                raise ClusterLost(f"Dask 调度器 {address} 上没有工作进程（dask worker {address}）")
+            for worker, notes in sorted(self.client.run(_warnings).items()):
+                for note in notes:
+                    warn(f"[{worker}] {note}")
+        except BaseException:
+            self.close()
+            raise
+
+    def __deepcopy__(self, memo):
+        return self  # a handle: nbconvert deep-copies the resources it carries
+
+    def lost_error(self) -> ClusterLost:
+        return ClusterLost(self.lost)
+
+    @property
+    def threads(self) -> int:
+        return sum(self.client.nthreads().values())
+
+    def run(self, nb, resources, instructor, result):
+        """CourseExecute.run's contract, on a worker."""
+        if self.lost:
+            raise self.lost_error()
+        info = resources["nbgrader"]
+        folder = Path(resources["metadata"]["path"])
+        task = {"notebook": nbformat.writes(nb), "instructor": instructor.as_task(), "config": self.config,
+                "folder": {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.ipynb"))}}
+        key = f"grade-{info['assignment']}-{info['student']}-{uuid.uuid4().hex[:8]}"
+        try:
+            reply = self.client.submit(execute, task, key=key, pure=False).result()
+        except (FutureCancelledError, KilledWorker, OSError, TimeoutError) as exc:
+            if not self.lost:
+                why = "工作进程在评分同一份提交时反复退出" if isinstance(exc, KilledWorker) else "与调度器的连接中断"
+                self.lost = f"Dask 集群 {self.address}：{why}（{type(exc).__name__}）"
+            raise self.lost_error() from exc
+        done = reply["result"]
+        result.sandboxed, result.failure = done.sandboxed, done.failure
+        result.flags += done.flags
+        result.held |= done.held
+        result.review_lines += done.review_lines
+        result.notes += done.notes
+        if reply["notebook"] is None:
+            raise SubmissionFailed(result.failure)
+        return nbformat.reads(reply["notebook"], as_version=4), reply["failed"]
+
+    def close(self):
+        try:
+            self.client.close(timeout=10)
+        except Exception:  # noqa: BLE001 - a scheduler that is gone cannot be said goodbye to
+            pass
+
+
+def _warnings(dask_worker) -> list:
+    return dask_worker.plugins[PLUGIN].warnings

@@ -1,0 +1,160 @@
+"""`course grade --cluster`: a class graded on a real Dask cluster on this machine (`dask scheduler` and two
+`dask worker` processes, started as an instructor would start them) gets exactly the grades, holds, notes and
+diagnoses of local grading. One worker is killed while it executes a submission, which is graded again on the
+other and recorded once; then the scheduler is killed: `course grade` stops with a clear message and keeps what
+was graded, and the next run, on a new cluster, grades only what is missing.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from distributed import Client
+from nbgrader.api import Gradebook
+
+from attncourse.grading.authoring.variants import catalog_cases
+from attncourse.grading.cells import is_answer_cell
+from attncourse.grading.course import nbgrader_config
+from attncourse.grading.records import read_record, records_dir
+from conftest import copy_course, course
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
+
+UNIT = "a1_scoring"
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+STUDENTS = 12
+
+
+def _class(root):
+    """12 students: correct answers, catalogued mistakes (some named by diagnosis) and a hold for review."""
+    cases = catalog_cases(root, UNIT)
+    picked = [k for k in cases if not k.startswith(("bug_", "twin_"))][:3] + \
+        [k for k in cases if k.startswith("twin_")][:4] + [k for k in cases if k.startswith("bug_")][:4]
+    assert len(picked) == STUDENTS - 1, picked
+    name = next((root / "release" / UNIT).glob("*.ipynb")).name
+    students = {}
+    for i, case in enumerate(picked):
+        students[f"s{i:02d}_{case}"[:40]] = cases[case][0]
+    held = nbformat.reads(nbformat.writes(cases[picked[0]][0]), as_version=4)
+    first = next(c for c in held.cells if is_answer_cell(c) and c.cell_type == "code")
+    first.source = "import gc  # 评分程序要人看一眼的写法\n" + first.source
+    students["s99_held"] = held
+    return students, name
+
+
+def _write_class(root, students, name):
+    for student, nb in students.items():
+        folder = root / "submitted" / student / UNIT
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / name)
+
+
+def _graded(root):
+    """{student: (record without timings, {cell: (auto score, needs manual grade)})} of every recorded student."""
+    found = {}
+    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
+        for path in sorted((records_dir(root) / UNIT).glob("*.json")):
+            student = path.stem
+            record = read_record(root, UNIT, student)
+            record.pop("seconds", None)
+            cells = {g.cell.name: (g.auto_score, g.needs_manual_grade)
+                     for nb in gb.find_submission(UNIT, student).notebooks for g in nb.grades}
+            found[student] = (record, cells)
+    return found
+
+
+class LocalCluster:
+    """`dask scheduler` and `dask worker` processes, as started by hand."""
+
+    def __init__(self, folder, workers):
+        self.file = folder / f"scheduler-{time.monotonic_ns()}.json"
+        self.scheduler = subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(self.file), "--port", "0",
+                                           "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not self.file.exists():
+            assert time.time() < deadline and self.scheduler.poll() is None, "dask scheduler did not start"
+            time.sleep(0.1)
+        time.sleep(0.3)
+        self.address = json.loads(self.file.read_text())["address"]
+        self.workers = [subprocess.Popen([DASK, "worker", self.address, "--nthreads", "1", "--no-nanny",
+                                          "--no-dashboard", "--name", f"w{i}"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        for i in range(workers)]
+        self.client = Client(self.address, timeout=30, set_as_default=False)
+        self.client.wait_for_workers(workers, timeout=60)
+
+    def close(self):
+        self.client.close(timeout=5)
+        for proc in [*self.workers, self.scheduler]:
+            proc.kill()
+            proc.wait()
+
+
+def _grade_in_background(root, address):
+    return subprocess.Popen([sys.executable, "-m", "attncourse.cli", "--root", str(root), "grade", UNIT,
+                             "--cluster", address], cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def _wait(condition, what, timeout=300):
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_failures(tmp_path):
+    local = copy_course(tmp_path / "local")
+    course(local, "release", UNIT)
+    students, name = _class(local)
+    _write_class(local, students, name)
+    course(local, "grade", UNIT, "--jobs", "2")
+    expected = _graded(local)
+    assert len(expected) == STUDENTS
+    assert any(record.get("diagnoses") for record, _ in expected.values()), "no diagnosis in the class"
+    assert expected["s99_held"][0]["flags"] and expected["s99_held"][0]["held"]
+
+    remote = copy_course(tmp_path / "cluster")
+    course(remote, "release", UNIT)
+    _write_class(remote, students, name)
+
+    # 1. two workers; one is killed while it executes a submission; then the scheduler goes away
+    cluster = LocalCluster(tmp_path, 2)
+    try:
+        pids = cluster.client.run(os.getpid)
+        grading = _grade_in_background(remote, cluster.address)
+        busy = {}
+        _wait(lambda: busy.update({w: k for w, k in cluster.client.processing().items() if k}) or busy
+              or grading.poll() is not None, "a submission on a worker")
+        assert busy, grading.communicate()[0][-3000:]
+        victim, keys = next(iter(busy.items()))
+        student = next(s for s in students if f"-{s}-" in keys[0])
+        os.kill(pids[victim], signal.SIGKILL)
+        _wait(lambda: read_record(remote, UNIT, student) is not None or grading.poll() is not None,
+              "the killed worker's submission to be graded again")
+        assert read_record(remote, UNIT, student) is not None, grading.communicate()[0][-3000:]
+        cluster.scheduler.kill()
+        out = grading.communicate(timeout=120)[0]
+    finally:
+        cluster.close()
+    assert grading.returncode != 0, out[-3000:]
+    assert "评分已停止" in out and "course grade" in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    first = _graded(remote)
+    assert student in first and 0 < len(first) < STUDENTS, (sorted(first), out[-3000:])
+    for graded, found in first.items():
+        assert found == expected[graded], graded
+
+    # 2. a new cluster: only what is missing is graded; the class now matches local grading exactly
+    cluster = LocalCluster(tmp_path, 2)
+    try:
+        run = course(remote, "grade", UNIT, "--cluster", cluster.address)
+    finally:
+        cluster.close()
+    assert f"自动评分 {STUDENTS} 份提交（Dask 集群" in run.stdout
+    assert sum(f" {UNIT}" in line and " ＝ " in line for line in run.stdout.splitlines()) == len(first), run.stdout[-3000:]
+    assert _graded(remote) == expected
