@@ -26,6 +26,7 @@ from attncourse.config import find_root
 from attncourse.grading.authoring import demo
 from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
 from attncourse.grading.release import student_version as release
+from attncourse.grading.publish import feedback
 from attncourse.grading.run import autograde
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
@@ -101,7 +102,29 @@ def main():
         print(f"\nratio baseline / course path with isolation: {t_student / t_ours:.2f}x; "
               f"against one call per assignment: {t_assignment / t_ours:.2f}x")
         print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
+        profile(root, tmp, quiet)
         return 0 if same else 1
+
+
+def profile(root, tmp, quiet):
+    """Where a sandboxed notebook's seconds go, graded one at a time so that no step waits on another."""
+    course, pairs = scratch_course(root, tmp, "profile", '\nc.Sandbox.mode = "required"\n')
+    start = time.perf_counter()
+    outcomes = autograde.grade_class(nbgrader_config(course), pairs, jobs=1, warn=quiet)
+    total = time.perf_counter() - start
+    shares = {}
+    for outcome in outcomes:
+        for step, seconds in outcome.timings.items():
+            shares[step] = shares.get(step, 0.0) + seconds
+    shares["nbgrader's bookkeeping (sanitizing, gradebook, files, records)"] = sum(
+        o.seconds for o in outcomes) - sum(shares.values())
+    shares["the run's own start (sandbox check, preloading process, staging)"] = total - sum(o.seconds for o in outcomes)
+    shares["feedback (course feedback)"] = timed(lambda: feedback.publish(nbgrader_config(course), course, outcomes, say=quiet))
+    spent = sum(shares.values())
+    print(f"\nprofile, one job, sandboxed: {spent / len(pairs):.2f} s per notebook")
+    print(f"{'step':66s} {'s/notebook':>10s} {'share':>6s}")
+    for step, seconds in sorted(shares.items(), key=lambda kv: -kv[1]):
+        print(f"{step:66s} {seconds / len(pairs):10.2f} {100 * seconds / spent:5.1f}%")
 
 
 if __name__ == "__main__":

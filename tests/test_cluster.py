@@ -4,7 +4,6 @@ diagnoses of local grading. One worker is killed while it executes a submission,
 other and recorded once; then the scheduler is killed: `course grade` stops with a clear message and keeps what
 was graded, and the next run, on a new cluster, grades only what is missing.
 """
-import json
 import os
 import signal
 import subprocess
@@ -13,9 +12,9 @@ import time
 
 import nbformat
 import pytest
-from distributed import Client
 from nbgrader.api import Gradebook
 
+from attncourse.grading.authoring.local_cluster import LocalCluster
 from attncourse.grading.authoring.variants import catalog_cases
 from attncourse.grading.cells import is_answer_cell
 from attncourse.grading.course import nbgrader_config
@@ -25,7 +24,6 @@ from conftest import copy_course, course
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 UNIT = "a1_scoring"
-DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 STUDENTS = 12
 
 
@@ -67,33 +65,6 @@ def _graded(root):
     return found
 
 
-class LocalCluster:
-    """`dask scheduler` and `dask worker` processes, as started by hand."""
-
-    def __init__(self, folder, workers):
-        self.file = folder / f"scheduler-{time.monotonic_ns()}.json"
-        self.scheduler = subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(self.file), "--port", "0",
-                                           "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while not self.file.exists():
-            assert time.time() < deadline and self.scheduler.poll() is None, "dask scheduler did not start"
-            time.sleep(0.1)
-        time.sleep(0.3)
-        self.address = json.loads(self.file.read_text())["address"]
-        self.workers = [subprocess.Popen([DASK, "worker", self.address, "--nthreads", "1", "--no-nanny",
-                                          "--no-dashboard", "--name", f"w{i}"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                        for i in range(workers)]
-        self.client = Client(self.address, timeout=30, set_as_default=False)
-        self.client.wait_for_workers(workers, timeout=60)
-
-    def close(self):
-        self.client.close(timeout=5)
-        for proc in [*self.workers, self.scheduler]:
-            proc.kill()
-            proc.wait()
-
-
 def _grade_in_background(root, address):
     return subprocess.Popen([sys.executable, "-m", "attncourse.cli", "--root", str(root), "grade", UNIT,
                              "--cluster", address], cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -123,9 +94,9 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
     _write_class(remote, students, name)
 
     # 1. two workers; one is killed while it executes a submission; then the scheduler goes away
-    cluster = LocalCluster(tmp_path, 2)
+    cluster = LocalCluster(workers=2)
     try:
-        pids = cluster.client.run(os.getpid)
+        pids = cluster.worker_pids()
         grading = _grade_in_background(remote, cluster.address)
         busy = {}
         _wait(lambda: busy.update({w: k for w, k in cluster.client.processing().items() if k}) or busy
@@ -150,7 +121,7 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
         assert found == expected[graded], graded
 
     # 2. a new cluster: only what is missing is graded; the class now matches local grading exactly
-    cluster = LocalCluster(tmp_path, 2)
+    cluster = LocalCluster(workers=2)
     try:
         run = course(remote, "grade", UNIT, "--cluster", cluster.address)
     finally:

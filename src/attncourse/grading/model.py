@@ -39,6 +39,7 @@ class Outcome:
     withheld: float = 0.0
     notes: list = field(default_factory=list)  # what was set aside or changed on the way
     diagnoses: dict = field(default_factory=dict)  # failed test grade_id -> {"id", "label"} of its likely mistake
+    timings: dict = field(default_factory=dict)  # seconds of this run's steps (SubmissionResult.timings)
 
     def take_scores(self, scores: Scores) -> "Outcome":
         self.score, self.max_score, self.cells = scores.counted, scores.maximum, scores.cells
@@ -56,6 +57,11 @@ class SubmissionResult:
     review_lines: list = field(default_factory=list)  # (cell index, line, text) of each hold, for the TA
     notes: list = field(default_factory=list)  # what the TA may want to read, never holding a point
     diagnoses: dict = field(default_factory=dict)  # failed test grade_id -> {"id", "label"} (run/diagnosis.py)
+    timings: dict = field(default_factory=dict)  # seconds of each step of execution: kernel start, student
+    # cells, test cells, diagnosis (benchmarks/grading_speed.py's profile)
+
+    def timed(self, step: str, seconds: float) -> None:
+        self.timings[step] = self.timings.get(step, 0.0) + seconds
 
     def __deepcopy__(self, memo):
         return self  # a handle: nbconvert deep-copies the resources it carries, this must stay the one object

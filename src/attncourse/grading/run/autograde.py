@@ -118,7 +118,7 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True, workers=N
                                   "held": sorted(result.held), "notes": notes, "diagnoses": result.diagnoses})
         scores = read_scores(db_url, a, s)
     return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags, notes=notes,
-                   diagnoses=result.diagnoses).take_scores(scores)
+                   diagnoses=result.diagnoses, timings=result.timings).take_scores(scores)
 
 
 def flag_after_grading(cfg, root, outcome: Outcome) -> None:

@@ -63,7 +63,8 @@ class GradingWorker(WorkerPlugin):
         self.warnings, self.error, self.sandboxed = [], None, False
 
     async def setup(self, worker):
-        os.environ.update(kernel_env(worker.state.nthreads))
+        # what the worker was started with wins: several workers may share one machine's cores
+        os.environ.update({k: v for k, v in kernel_env(worker.state.nthreads).items() if k not in os.environ})
         ready, self._stop = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._hold, args=(ready,), name=PLUGIN, daemon=True)
         self._thread.start()
@@ -158,6 +159,8 @@ class Workers:
         result.held |= done.held
         result.review_lines += done.review_lines
         result.notes += done.notes
+        for step, seconds in done.timings.items():
+            result.timed(step, seconds)
         if reply["notebook"] is None:
             raise SubmissionFailed(result.failure)
         return nbformat.reads(reply["notebook"], as_version=4), reply["failed"]

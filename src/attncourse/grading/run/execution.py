@@ -157,7 +157,9 @@ class CourseExecute(QuietKernel, Execute):
                 nb, failed = self.run(nb, resources, instructor, self.result, km)
             else:
                 nb, failed = workers.run(nb, resources, instructor, self.result)
+        start = time.perf_counter()
         self.diagnose(nb, failed, diagnoser)
+        self.result.timed("diagnosis", time.perf_counter() - start)
         return nb, resources
 
     def run(self, nb, resources, instructor, result, km=None):
@@ -207,8 +209,16 @@ class CourseExecute(QuietKernel, Execute):
 
     def preprocess_cell(self, cell, resources, index):
         gid = grade_id(cell)
-        if cell.cell_type != "code" or gid not in self.instructor.tests:
-            return super().preprocess_cell(cell, resources, index)
+        start = time.perf_counter()
+        try:
+            if cell.cell_type != "code" or gid not in self.instructor.tests:
+                return super().preprocess_cell(cell, resources, index)
+            return self._run_test_cell(cell, resources, gid)
+        finally:
+            step = "test cells" if gid in self.instructor.tests else "student cells"
+            self.result.timed(step, time.perf_counter() - start)
+
+    def _run_test_cell(self, cell, resources, gid):
         self._deadline = time.monotonic() + self.timeout
         try:
             with diagnosis.RANDOM.drawing():  # a diagnosis run, which seeds torch in this process, waits
@@ -226,6 +236,7 @@ class CourseExecute(QuietKernel, Execute):
         return km
 
     async def async_start_new_kernel_client(self):
+        start = time.perf_counter()
         kc = await super().async_start_new_kernel_client()
         # before any student code: the kernel itself stops sending a cell's output past twice what is kept
         try:
@@ -233,6 +244,7 @@ class CourseExecute(QuietKernel, Execute):
             await remote.kernel_request(kc, self.km, limit, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
             self._fail(CRASHED)
+        self.result.timed("kernel start", time.perf_counter() - start)
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient binds its own otherwise

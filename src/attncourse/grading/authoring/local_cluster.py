@@ -1,0 +1,59 @@
+"""A Dask cluster on this machine, started as an instructor starts one by hand (`dask scheduler`, `dask worker`):
+for trying `course grade --cluster`, for its tests and for the throughput benchmark."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from distributed import Client
+
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+
+
+class LocalCluster:
+    """A scheduler and `workers` worker processes (no nanny: a killed worker stays dead) of `threads` threads."""
+
+    def __init__(self, workers=2, threads=1, timeout=120):
+        self.folder = Path(tempfile.mkdtemp(prefix="attncourse-dask-"))
+        file = self.folder / "scheduler.json"
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        # the workers share this machine's cores: their kernels split them (see run/cluster.py's GradingWorker)
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (workers * threads)))}
+        self.scheduler = subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(file), "--port", "0",
+                                           "--no-dashboard"], **quiet)
+        self.workers = []
+        try:
+            deadline = time.time() + timeout
+            while not file.exists() or not file.read_text():
+                if time.time() > deadline or self.scheduler.poll() is not None:
+                    raise RuntimeError("dask scheduler did not start")
+                time.sleep(0.1)
+            self.address = json.loads(file.read_text())["address"]
+            self.workers = [subprocess.Popen([DASK, "worker", self.address, "--nthreads", str(threads),
+                                              "--no-nanny", "--no-dashboard", "--name", f"w{i}"], env=env, **quiet)
+                            for i in range(workers)]
+            self.client = Client(self.address, timeout=timeout, set_as_default=False)
+            self.client.wait_for_workers(workers, timeout=timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def worker_pids(self) -> dict:
+        """{worker address: pid}"""
+        return self.client.run(os.getpid)
+
+    def close(self):
+        if getattr(self, "client", None) is not None:
+            self.client.close(timeout=5)
+        for proc in [*self.workers, self.scheduler]:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
