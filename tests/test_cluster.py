@@ -24,14 +24,14 @@ from conftest import copy_course, course
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 UNIT = "a1_scoring"
-STUDENTS = 12
+STUDENTS = 8
 
 
 def _class(root):
-    """12 students: correct answers, catalogued mistakes (some named by diagnosis) and a hold for review."""
+    """8 students: correct answers, catalogued mistakes (some named by diagnosis) and a hold for review."""
     cases = catalog_cases(root, UNIT)
     picked = [k for k in cases if not k.startswith(("bug_", "twin_"))][:3] + \
-        [k for k in cases if k.startswith("twin_")][:4] + [k for k in cases if k.startswith("bug_")][:4]
+        [k for k in cases if k.startswith("twin_")][:2] + [k for k in cases if k.startswith("bug_")][:2]
     assert len(picked) == STUDENTS - 1, picked
     name = next((root / "release" / UNIT).glob("*.ipynb")).name
     students = {}

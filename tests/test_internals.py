@@ -1,4 +1,4 @@
-"""The internals of nbgrader, nbclient, jupyter_client and nbconvert that the grading pipeline relies on.
+"""The internals of nbgrader, nbclient, jupyter_client, nbconvert and distributed that the grading pipeline relies on.
 
 The course overrides or calls these private or undocumented pieces. Their versions are pinned
 (constraints.txt); this test fails, naming what to review, when one of them changes under an upgrade.
@@ -11,7 +11,7 @@ from importlib.metadata import version
 import pytest
 
 PINNED = {"nbgrader": "0.9.6", "nbclient": "0.11.0", "jupyter_client": "8.10.0", "nbconvert": "7.17.2",
-          "ipykernel": "7.4.0"}
+          "ipykernel": "7.4.0", "distributed": "2026.8.0"}
 
 # (object, what relies on it, sha256 of its source, first 16 hex digits)
 INTERNALS = [
@@ -62,6 +62,12 @@ INTERNALS = [
     ("nbgrader.preprocessors.getgrades:GetGrades._get_score",
      "grading/publish/feedback.py GetGradesAndWaits extends it and relies on self.gradebook and the submission ids",
      "GET_SCORE"),
+    ("distributed.client:Client._register_worker_plugin",
+     "grading/run/cluster.py: a worker whose GradingWorker.setup failed (no sandbox) stops `course grade` here",
+     "DASK_REGISTER"),
+    ("distributed.worker:Worker.plugin_add",
+     "grading/run/cluster.py GradingWorker.setup is awaited with the worker, whose `plugins` and `state.nthreads` it "
+     "reads", "DASK_PLUGIN_ADD"),
 ]
 FINGERPRINTS = {
     "RESOURCES": "fb0abcdb270601c6",
@@ -85,6 +91,8 @@ FINGERPRINTS = {
     "LAUNCH": "5a5d3e639018fd53",
     "MANAGER_LAUNCH": "5ba0dfe7cf7e85aa",
     "KERNELAPP": "a6f709f442443cde",
+    "DASK_REGISTER": "17168a925233a32a",
+    "DASK_PLUGIN_ADD": "8e428d0c8cd0ae6f",
 }
 
 
