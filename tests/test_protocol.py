@@ -256,7 +256,7 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     async def main():
         km, kc = await start_new_async_kernel(kernel_name="python3")
         try:
-            assert await remote.kernel_request(kc, km, {"op": "limit_output", "args": {"chars": 1000}}, 30, 3) \
+            assert await remote.kernel_request(kc, km, {"op": "start", "args": {"chars": 1000}}, 30, 3) \
                 == {"ok": None}
             flood = await stream_text(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
                                           "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\n"

@@ -273,13 +273,22 @@ def serve_here(request) -> dict:
 
 
 async def kernel_request(kc, km, request, timeout, grace):
-    """Send one probe request as a user expression; return the decoded reply dict.
+    """Send one probe request; return the decoded reply dict. A kernel's first request (`start`) is a user
+    expression of an execute_request and installs the probe's handler; every later one is the probe's own shell
+    message (`probe.REQUEST`).
 
     Raises KernelTimeout when the kernel answered the interrupt sent after `timeout` seconds, and KernelLost
     when it died or ignored the interrupt for `grace` more seconds.
     """
+    first = request["op"] == "start"
     try:
-        msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"r": probe_expression(request)})
+        if first:
+            msg_id = kc.execute("", silent=True, store_history=False,
+                                user_expressions={"r": probe_expression(request)})
+        else:
+            msg = kc.session.msg(probe.REQUEST, {"request": _payload(request)})
+            kc.shell_channel.send(msg)
+            msg_id = msg["header"]["msg_id"]
     except zmq.Again:
         raise KernelLost("connection") from None
     reply = await _shell_reply(kc, km, msg_id, timeout)
@@ -290,10 +299,17 @@ async def kernel_request(kc, km, request, timeout, grace):
         await _drain(kc)
         raise KernelTimeout()
     await _drain(kc)
-    result = reply.get("content", {}).get("user_expressions", {}).get("r", {})
-    if result.get("status") != "ok":
-        return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
-    text = result.get("data", {}).get(probe.MIME)
+    content = reply.get("content", {})
+    if first:
+        result = content.get("user_expressions", {}).get("r", {})
+        if result.get("status") != "ok":
+            return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
+        text = result.get("data", {}).get(probe.MIME)
+    elif "error" in content:  # a probe changed by the student's code
+        error = content["error"] if isinstance(content["error"], dict) else {}
+        return {"error": {"ename": error.get("ename", "Error"), "evalue": error.get("evalue", "")}}
+    else:
+        text = content.get("data")
     if not isinstance(text, str) or len(text) > wire.MAX_REPLY:
         raise wire.WireError("内核的回复缺失或过大")
     try:

@@ -238,12 +238,15 @@ class CourseExecute(QuietKernel, Execute):
     async def async_start_new_kernel_client(self):
         start = time.perf_counter()
         kc = await super().async_start_new_kernel_client()
-        # before any student code: the kernel itself stops sending a cell's output past twice what is kept
+        # before any student code: the kernel itself stops sending a cell's output past twice what is kept, and
+        # takes the grader's requests as messages of their own (probe.op_start)
         try:
-            limit = {"op": "limit_output", "args": {"chars": 2 * self.max_output_bytes}}
-            await remote.kernel_request(kc, self.km, limit, self.startup_timeout, self.interrupt_grace)
+            first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes}}
+            reply = await remote.kernel_request(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
             self._fail(CRASHED)
+        if "ok" not in reply:  # no student code has run yet: the grader's own setup failed
+            raise RuntimeError(f"the probe did not start in the kernel: {reply}")
         self.result.timed("kernel start", time.perf_counter() - start)
         return kc
 
