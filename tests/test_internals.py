@@ -1,4 +1,4 @@
-"""The internals of nbgrader, nbclient, jupyter_client, nbconvert and distributed that the grading pipeline relies on.
+"""The internals of nbgrader, nbclient, jupyter_client, nbconvert, ipykernel and distributed that the grading pipeline relies on.
 
 The course overrides or calls these private or undocumented pieces. Their versions are pinned
 (constraints.txt); this test fails, naming what to review, when one of them changes under an upgrade.
@@ -62,6 +62,10 @@ INTERNALS = [
     ("nbgrader.preprocessors.getgrades:GetGrades._get_score",
      "grading/publish/feedback.py GetGradesAndWaits extends it and relies on self.gradebook and the submission ids",
      "GET_SCORE"),
+    ("ipykernel.kernelbase:Kernel.dispatch_shell",
+     "grading/protocol/probe.py op_start: a handler in `shell_handlers` gets (stream, idents, msg) with SIGINT "
+     "raising KeyboardInterrupt, and the kernel publishes busy/idle around it (remote.kernel_request drains them)",
+     "DISPATCH_SHELL"),
     ("distributed.client:Client._register_worker_plugin",
      "grading/run/cluster.py: a worker whose GradingWorker.setup failed (no sandbox) stops `course grade` here",
      "DASK_REGISTER"),
@@ -91,6 +95,7 @@ FINGERPRINTS = {
     "LAUNCH": "5a5d3e639018fd53",
     "MANAGER_LAUNCH": "5ba0dfe7cf7e85aa",
     "KERNELAPP": "a6f709f442443cde",
+    "DISPATCH_SHELL": "7ecbeb6a2a811091",
     "DASK_REGISTER": "17168a925233a32a",
     "DASK_PLUGIN_ADD": "8e428d0c8cd0ae6f",
 }

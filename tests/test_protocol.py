@@ -270,3 +270,24 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     flood, after = asyncio.run(main())
     assert 1000 <= len(flood) < 1100 and flood.endswith("……（输出过多，其余部分未发送）\n")
     assert after == "z" * 500 + "\n"
+
+
+def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on():
+    """The grader's own shell messages (after `start`): a call into the student's code that loops is
+    interrupted after its timeout and answers; the kernel then serves the next request."""
+    async def main():
+        km, kc = await start_new_async_kernel(kernel_name="python3")
+        try:
+            assert await remote.kernel_request(kc, km, {"op": "start", "args": {"chars": 1000}}, 30, 3) == {"ok": None}
+            await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41", timeout=30)
+            names = await remote.kernel_request(kc, km, {"op": "names", "args": {"names": ["spin", "answer"]}}, 30, 3)
+            ref = names["ok"]["spin"]["$ref"]["id"]
+            with pytest.raises(remote.KernelTimeout):
+                await remote.kernel_request(kc, km, {"op": "call", "args": {"ref": ref, "args": [], "kwargs": {"$dict": {}}}},
+                                            1, 10)
+            return await remote.kernel_request(kc, km, {"op": "names", "args": {"names": ["answer"]}}, 30, 3)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    assert asyncio.run(main()) == {"ok": {"answer": 41}}

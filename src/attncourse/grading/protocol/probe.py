@@ -36,7 +36,8 @@ _swapped = {}  # name -> what the student's namespace held before `swap_in`
 
 
 class Reply:
-    """What the user expression evaluates to: IPython sends `_repr_mimebundle_` to the grader."""
+    """What `serve` returns: its `_repr_mimebundle_` is the reply (IPython's formatting of the first request's
+    user expression, `_answer`'s for every later request)."""
 
     def __init__(self, payload):
         self.text = wire.dumps(payload)
