@@ -4,7 +4,11 @@ Markers: `slow` (end to end: minutes), `needs_root` (the bubblewrap sandbox: Lin
 `needs_browser` (Chromium). Where root or Chromium is missing those tests are skipped with the reason; CI sets
 ATTN_COURSE_NO_SKIPS=1 and then a run that skipped anything fails.
 """
+import glob
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -135,3 +139,30 @@ def executed_decks():
     """Every deck executed once, top to bottom, on CPU: {path: (executed notebook, seconds)}."""
     from attncourse import slides
     return {deck: slides.execute(deck) for deck in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+
+
+def _postgres_bin(name):
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name)]
+    if not found[-1]:
+        pytest.skip(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server on a Unix socket; yields the SQLAlchemy URL of an empty database."""
+    folder = tempfile.mkdtemp(prefix="attncourse-pg-")  # under /tmp: the server's user must reach it
+    data = os.path.join(folder, "data")
+    as_server = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses to run as root
+    if as_server:
+        shutil.chown(folder, "postgres")
+    run = lambda *args: subprocess.run([*as_server, *args], check=True, capture_output=True, text=True)  # noqa: E731
+    run(_postgres_bin("initdb"), "-D", data, "-U", "course", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8")
+    run(_postgres_bin("pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w",
+        "-o", f"-k {folder} -c listen_addresses=''", "start")
+    try:
+        run(_postgres_bin("createdb"), "-h", folder, "-U", "course", "gradebook")
+        yield f"postgresql+psycopg://course@/gradebook?host={folder}"
+    finally:
+        run(_postgres_bin("pg_ctl"), "-D", data, "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)

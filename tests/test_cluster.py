@@ -1,6 +1,6 @@
 """`course grade --cluster`: a class graded on a real Dask cluster on this machine (`dask scheduler` and two
-`dask worker` processes, started as an instructor would start them) gets exactly the grades, holds, notes and
-diagnoses of local grading. One worker is killed while it executes a submission, which is graded again on the
+`dask worker` processes, started as an instructor would start them) into a PostgreSQL gradebook gets exactly the
+grades, holds, notes and diagnoses of local grading into SQLite. One worker is killed while it executes a submission, which is graded again on the
 other and recorded once; then the scheduler is killed: `course grade` stops with a clear message and keeps what
 was graded, and the next run, on a new cluster, grades only what is missing.
 """
@@ -78,7 +78,7 @@ def _wait(condition, what, timeout=300):
         time.sleep(0.05)
 
 
-def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_failures(tmp_path):
+def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_failures(tmp_path, postgres):
     local = copy_course(tmp_path / "local")
     course(local, "release", UNIT)
     students, name = _class(local)
@@ -90,6 +90,9 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
     assert expected["s99_held"][0]["flags"] and expected["s99_held"][0]["held"]
 
     remote = copy_course(tmp_path / "cluster")
+    with open(remote / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write(f"\nc.CourseDirectory.db_url = {postgres!r}\n")
+    assert nbgrader_config(remote).CourseDirectory.db_url == postgres
     course(remote, "release", UNIT)
     _write_class(remote, students, name)
 

@@ -5,11 +5,6 @@ temporary folder (a Unix socket, no TCP); psycopg is the driver. Two `course gra
 share it at once, and the TA grades a written answer in formgrader (Chromium), which reads the same setting.
 """
 import csv
-import glob
-import os
-import shutil
-import subprocess
-import tempfile
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,33 +24,6 @@ A1, A2 = "a1_scoring", "a2_multihead"
 HONEST, HELD, MISTAKE = "2023000001", "2023000002", "2023000003"
 NAMES = {HONEST: "张三", HELD: "欧阳娜娜", MISTAKE: "李四"}
 TOKEN = "postgres-test"
-
-
-def _postgres_bin(name):
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name)]
-    if not found[-1]:
-        pytest.skip(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
-    return found[-1]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """A throwaway PostgreSQL server on a Unix socket; yields the SQLAlchemy URL of an empty database."""
-    folder = tempfile.mkdtemp(prefix="attncourse-pg-")  # under /tmp: the server's user must reach it
-    data = os.path.join(folder, "data")
-    as_server = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses to run as root
-    if as_server:
-        shutil.chown(folder, "postgres")
-    run = lambda *args: subprocess.run([*as_server, *args], check=True, capture_output=True, text=True)  # noqa: E731
-    run(_postgres_bin("initdb"), "-D", data, "-U", "course", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8")
-    run(_postgres_bin("pg_ctl"), "-D", data, "-l", os.path.join(folder, "log"), "-w",
-        "-o", f"-k {folder} -c listen_addresses=''", "start")
-    try:
-        run(_postgres_bin("createdb"), "-h", folder, "-U", "course", "gradebook")
-        yield f"postgresql+psycopg://course@/gradebook?host={folder}"
-    finally:
-        run(_postgres_bin("pg_ctl"), "-D", data, "-m", "immediate", "stop")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _write_downloads(root, folder):
