@@ -121,7 +121,9 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     except SandboxUnavailable as exc:
         raise ToolchainError(str(exc)) from exc
     except ClusterLost as exc:
-        graded = getattr(exc, "graded", 0)
+        graded = getattr(exc, "graded", None)  # None: lost before grading began
+        if graded is None:
+            raise ToolchainError(f"{exc}。未评分任何提交 / nothing was graded") from exc
         raise ToolchainError(f"{exc}。评分已停止：本次评完的 {graded} 份提交已记录；集群恢复后再次运行 course grade，"
                              f"只评尚未评分的提交 / grading stopped, {graded} graded submissions are kept; "
                              f"run course grade again once the cluster is back") from exc

@@ -146,17 +146,17 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
     cfg = grading_config(cfg)
     root = Path(cfg.CourseDirectory.root)
     class_dir = root / cfg.CourseDirectory.submitted_directory  # relative paths are the course root's
-    work = root / "build" / "grading"
-    work.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
-    released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
-    intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
     workers = sandbox = None
     if cluster:
         workers = Workers(cluster, cfg, warn, Cluster(config=cfg).connect_timeout)
         jobs = 2 * workers.threads  # the coordinator's bookkeeping for one overlaps the execution of another
     elif preload:
         sandbox = sandboxes.for_grading(cfg, warn)
+    work = root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
+    released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
+    intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
