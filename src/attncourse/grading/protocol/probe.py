@@ -187,7 +187,7 @@ def op_seed(seed):
         pass
 
 
-def op_limit_output(chars):
+def _limit_output(chars):
     """From now on at most `chars` characters of stdout and of stderr per cell leave the kernel, then one note:
     a thread that prints forever costs the grader no messages to read (the grader keeps less than this), and
     the cell little time."""
@@ -217,16 +217,16 @@ def op_limit_output(chars):
 
 
 def op_start(chars):
-    """The grader's first request: limit output (`op_limit_output`), then take the grader's requests as shell
+    """The grader's first request: limit output (`_limit_output`), then take the grader's requests as shell
     messages of their own: about half the time of an execute_request each."""
     from IPython import get_ipython
-    op_limit_output(chars)
+    _limit_output(chars)
     kernel = get_ipython().kernel
     kernel.shell_handlers[REQUEST] = lambda stream, idents, parent: _answer(kernel, stream, idents, parent)
 
 
 def _answer(kernel, stream, idents, parent):
-    """Serve one REQUEST message and send the REPLY, formatted as IPython formats a user expression's value. The
+    """Serve one REQUEST message and send the REPLY, shaped as IPython's reply to a user expression. The
     interrupt that follows a timeout may land between serving and sending: the reply is still sent, so that the
     grader reads the timeout, not a lost kernel."""
     content = None
@@ -234,13 +234,14 @@ def _answer(kernel, stream, idents, parent):
         try:
             if content is None:
                 try:
-                    content = {"data": serve(str(parent["content"].get("request", "")))._repr_mimebundle_()[MIME]}
+                    bundle = serve(str(parent["content"].get("request", "")))._repr_mimebundle_()
+                    content = {"status": "ok", "data": {MIME: bundle[MIME]}}
                 except Exception as exc:  # noqa: BLE001 - a probe changed by the student's code: the grader judges
-                    content = {"error": {"ename": type(exc).__name__, "evalue": ""}}
+                    content = {"status": "error", "ename": type(exc).__name__, "evalue": ""}
             kernel.session.send(stream, REPLY, content, parent, ident=idents)
             return
         except KeyboardInterrupt:
-            content = content or {"error": {"ename": "KeyboardInterrupt", "evalue": ""}}
+            content = content or {"status": "error", "ename": "KeyboardInterrupt", "evalue": ""}
 
 
 def op_release():

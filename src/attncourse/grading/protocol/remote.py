@@ -300,16 +300,13 @@ async def kernel_request(kc, km, request, timeout, grace):
         raise KernelTimeout()
     await _drain(kc)
     content = reply.get("content", {})
-    if first:
-        result = content.get("user_expressions", {}).get("r", {})
-        if result.get("status") != "ok":
-            return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
-        text = result.get("data", {}).get(probe.MIME)
-    elif "error" in content:  # a probe changed by the student's code
-        error = content["error"] if isinstance(content["error"], dict) else {}
-        return {"error": {"ename": error.get("ename", "Error"), "evalue": error.get("evalue", "")}}
-    else:
-        text = content.get("data")
+    result = content.get("user_expressions", {}).get("r", {}) if first else content  # the same shape
+    if not isinstance(result, dict):
+        raise wire.WireError("内核的回复缺失或过大")
+    if result.get("status") != "ok":
+        return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
+    data = result.get("data")
+    text = data.get(probe.MIME) if isinstance(data, dict) else None
     if not isinstance(text, str) or len(text) > wire.MAX_REPLY:
         raise wire.WireError("内核的回复缺失或过大")
     try:
