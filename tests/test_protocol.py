@@ -256,8 +256,8 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     async def main():
         km, kc = await start_new_async_kernel(kernel_name="python3")
         try:
-            assert await remote.kernel_request(kc, km, {"op": "start", "args": {"chars": 1000}}, 30, 3) \
-                == {"ok": None}
+            assert "ok" in await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK}},
+                                              30, 3)
             flood = await stream_text(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
                                           "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\n"
                                           "t.join()")
@@ -273,21 +273,24 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
 
 
 def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on():
-    """The grader's own shell messages (after `start`): a call into the student's code that loops is
+    """The probe's own socket (after `start`, through a `Channel`): a call into the student's code that loops is
     interrupted after its timeout and answers; the kernel then serves the next request."""
-    async def main():
+    async def start():
         km, kc = await start_new_async_kernel(kernel_name="python3")
-        try:
-            assert await remote.kernel_request(kc, km, {"op": "start", "args": {"chars": 1000}}, 30, 3) == {"ok": None}
-            await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41", timeout=30)
-            names = await remote.kernel_request(kc, km, {"op": "names", "args": {"names": ["spin", "answer"]}}, 30, 3)
-            ref = names["ok"]["spin"]["$ref"]["id"]
-            with pytest.raises(remote.KernelTimeout):
-                await remote.kernel_request(kc, km, {"op": "call", "args": {"ref": ref, "args": [], "kwargs": {"$dict": {}}}},
-                                            1, 10)
-            return await remote.kernel_request(kc, km, {"op": "names", "args": {"names": ["answer"]}}, 30, 3)
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
+        reply = await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK}}, 30, 3)
+        await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41", timeout=30)
+        return km, kc, reply["ok"]
 
-    assert asyncio.run(main()) == {"ok": {"answer": 41}}
+    km, kc, address = asyncio.run(start())
+    channel = remote.Channel(address, kc.session, km, 10)
+    try:
+        names = channel.request({"op": "names", "args": {"names": ["spin", "answer"]}}, 30)
+        assert names["ok"]["answer"] == 41
+        with pytest.raises(remote.KernelTimeout):
+            channel.request({"op": "call", "args": {"ref": names["ok"]["spin"]["$ref"]["id"], "args": [],
+                                                    "kwargs": {"$dict": {}}}}, 1)
+        assert channel.request({"op": "names", "args": {"names": ["answer"]}}, 30) == {"ok": {"answer": 41}}
+    finally:
+        channel.close()
+        kc.stop_channels()
+        asyncio.run(km.shutdown_kernel(now=True))

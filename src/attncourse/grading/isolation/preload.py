@@ -36,6 +36,7 @@ PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backe
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+PROBE = "probe"  # the name of the probe's own socket beside the kernel's: <KERNEL_IPC>-probe
 CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 
 
@@ -211,6 +212,20 @@ class PreloadedProvisioner(LocalProvisioner):
         self.cwd = pathlib.Path(cwd)
         self.connection_info = info
         return info
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.uid is not None
+
+    def probe_address(self) -> str:
+        """Where a sandboxed kernel binds the probe's socket (protocol/probe.py op_start), in its own view."""
+        return f"ipc://{KERNEL_IPC}-{PROBE}"
+
+    def reach_probe(self) -> str:
+        """The address the grader connects to for the probe's socket of a sandboxed kernel, bound before any of
+        the student's code ran: through a descriptor, as for the kernel's other sockets."""
+        self.fds += open_sockets(self.pid, self.uid, [PROBE])
+        return f"ipc://{self.zygote.link(self.pid, [PROBE], self.fds[-1:])}-{PROBE}"
 
     async def cleanup(self, restart=False):
         await super().cleanup(restart)

@@ -1,8 +1,8 @@
 """The grader's hands inside a student's kernel: look up names, call, read attributes, send results back.
 
 The grader's first request to a kernel (`start`) is a user expression, `serve('<request>')`, of an
-execute_request; it installs a handler for the grader's own shell message (REQUEST), and every later request
-travels as that message, which skips IPython's execute machinery (see `remote.py`). Everything here runs in
+execute_request; it binds a socket of the probe's own, and every later request travels through it as a
+message of the grader's own (REQUEST), served by the kernel's main thread (see `op_start` and `remote.py`). Everything here runs in
 the student's process and can be tampered with; that is fine, because the grader only reads plain data
 from the reply and decides every verdict itself.
 """
@@ -27,11 +27,12 @@ from torch.overrides import TorchFunctionMode
 from . import wire
 
 MIME = "application/vnd.attncourse.probe+json"
-REQUEST, REPLY = "attncourse_probe_request", "attncourse_probe_reply"  # the grader's own shell messages
+REQUEST, REPLY = "attncourse_probe_request", "attncourse_probe_reply"  # the grader's own messages
 _MISSING = object()
 _objects = {}  # reference id -> object the grader holds a proxy to
 _ids = {}  # id(object) -> reference id, so that one object keeps one reference
 _counter = itertools.count(1)
+_socket = None  # the probe's own socket, once `start` made it
 _swapped = {}  # name -> what the student's namespace held before `swap_in`
 
 
@@ -216,32 +217,60 @@ def _limit_output(chars):
     get_ipython().events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
 
 
-def op_start(chars):
-    """The grader's first request: limit output (`_limit_output`), then take the grader's requests as shell
-    messages of their own: about half the time of an execute_request each."""
+def op_start(chars, address):
+    """The grader's first request: limit output (`_limit_output`), then bind a socket of the grader's own at
+    `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs. Every
+    later request comes through it, skipping ipykernel's dispatch (a hand-off between two threads, busy and
+    idle statuses, flushes) and IPython's execute machinery. Returns the address bound."""
+    import zmq
     from IPython import get_ipython
+    from zmq.eventloop.zmqstream import ZMQStream
+    global _socket
     _limit_output(chars)
     kernel = get_ipython().kernel
-    kernel.shell_handlers[REQUEST] = lambda stream, idents, parent: _answer(kernel, stream, idents, parent)
+    socket = zmq.Context.instance().socket(zmq.ROUTER)
+    socket.linger = 0
+    socket.bind(address)
+    _socket = ZMQStream(socket, io_loop=kernel.io_loop)
 
-
-def _answer(kernel, stream, idents, parent):
-    """Serve one REQUEST message and send the REPLY, shaped as IPython's reply to a user expression. The
-    interrupt that follows a timeout may land between serving and sending: the reply is still sent, so that the
-    grader reads the timeout, not a lost kernel."""
-    content = None
-    for _ in range(3):
+    def on_request(msg):
         try:
-            if content is None:
-                try:
-                    bundle = serve(str(parent["content"].get("request", "")))._repr_mimebundle_()
-                    content = {"status": "ok", "data": {MIME: bundle[MIME]}}
-                except Exception as exc:  # noqa: BLE001 - a probe changed by the student's code: the grader judges
-                    content = {"status": "error", "ename": type(exc).__name__, "evalue": ""}
-            kernel.session.send(stream, REPLY, content, parent, ident=idents)
-            return
-        except KeyboardInterrupt:
-            content = content or {"status": "error", "ename": "KeyboardInterrupt", "evalue": ""}
+            _answer(kernel, socket, msg)
+        except KeyboardInterrupt:  # an interrupt meant for a request that has been answered since
+            kernel.post_handler_hook()
+
+    _socket.on_recv(on_request, copy=False)
+    return socket.last_endpoint.decode()
+
+
+def _answer(kernel, socket, msg):
+    """Serve one REQUEST message and send the REPLY, shaped as IPython's reply to a user expression. Output
+    printed meanwhile belongs to the request (nbclient reads only a cell's own). The interrupt that follows a
+    timeout raises KeyboardInterrupt while serving only, as in ipykernel's handlers, and may land between
+    serving and sending: the reply is still sent, so that the grader reads the timeout, not a lost kernel."""
+    try:
+        idents, frames = kernel.session.feed_identities(msg, copy=False)
+        parent = kernel.session.deserialize(frames, content=True, copy=False)  # checks the signature
+    except Exception:  # noqa: BLE001 - not the grader's: dropped, as ipykernel drops an invalid message
+        return
+    kernel.set_parent(idents, parent, channel="shell")
+    content = None
+    kernel.pre_handler_hook()
+    try:
+        for _ in range(3):
+            try:
+                if content is None:
+                    try:
+                        bundle = serve(str(parent["content"].get("request", "")))._repr_mimebundle_()
+                        content = {"status": "ok", "data": {MIME: bundle[MIME]}}
+                    except Exception as exc:  # noqa: BLE001 - a probe changed by the student's code: the grader judges
+                        content = {"status": "error", "ename": type(exc).__name__, "evalue": ""}
+                kernel.session.send(socket, REPLY, content, parent, ident=idents)
+                return
+            except KeyboardInterrupt:
+                content = content or {"status": "error", "ename": "KeyboardInterrupt", "evalue": ""}
+    finally:
+        kernel.post_handler_hook()
 
 
 def op_release():

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import sys
+import time
 import zlib
 from queue import Empty
 
@@ -16,6 +17,7 @@ import torch
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_core.utils import run_sync
 
 from .. import syntax
 from . import probe, wire
@@ -24,6 +26,7 @@ TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classe
 SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
 DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel printed is dropped per request
 MAX_RETURNED = 10_000  # tensors a cell's `returned` keeps; a cell that gets more is not diagnosed
+LOOPBACK = "tcp://127.0.0.1:*"  # where a kernel without a sandbox binds the probe's socket: a free local port
 
 
 class BoundedClient(AsyncKernelClient):
@@ -93,7 +96,7 @@ class Session:
     """One notebook's connection to its kernel, used by the test cells while they run."""
 
     def __init__(self, send, imports=()):
-        self._send = send  # dict request -> dict reply (see kernel_request)
+        self._send = send  # dict request -> dict reply (see Channel.request)
         self.imports = list(imports)  # sources of the notebook's import cells: the grader's code runs with them
         self.aliases = syntax.module_aliases([t for t in map(syntax.python_source, imports) if t])
         self.cell_source = ""
@@ -267,28 +270,20 @@ def probe_expression(request) -> str:
 
 
 def serve_here(request) -> dict:
-    """What `kernel_request` does, served by the probe in this process (see `probe.serving`): the request and
+    """What `Channel.request` does, served by the probe in this process (see `probe.serving`): the request and
     the reply travel as the same JSON text, without Jupyter's messages."""
     return json.loads(probe.serve(_payload(request))._repr_mimebundle_()[probe.MIME])
 
 
-async def kernel_request(kc, km, request, timeout, grace):
-    """Send one probe request; return the decoded reply dict. A kernel's first request (`start`) is a user
-    expression of an execute_request and installs the probe's handler; every later one is the probe's own shell
-    message (`probe.REQUEST`).
+async def start(kc, km, request, timeout, grace) -> dict:
+    """Send a kernel's first request (`start`), a user expression of an execute_request; it binds the probe's
+    own socket, through which a `Channel` sends every later request. Returns the decoded reply dict.
 
     Raises KernelTimeout when the kernel answered the interrupt sent after `timeout` seconds, and KernelLost
     when it died or ignored the interrupt for `grace` more seconds.
     """
-    first = request["op"] == "start"
     try:
-        if first:
-            msg_id = kc.execute("", silent=True, store_history=False,
-                                user_expressions={"r": probe_expression(request)})
-        else:
-            msg = kc.session.msg(probe.REQUEST, {"request": _payload(request)})
-            kc.shell_channel.send(msg)
-            msg_id = msg["header"]["msg_id"]
+        msg_id = kc.execute("", silent=True, store_history=False, user_expressions={"r": probe_expression(request)})
     except zmq.Again:
         raise KernelLost("connection") from None
     reply = await _shell_reply(kc, km, msg_id, timeout)
@@ -299,8 +294,69 @@ async def kernel_request(kc, km, request, timeout, grace):
         await _drain(kc)
         raise KernelTimeout()
     await _drain(kc)
-    content = reply.get("content", {})
-    result = content.get("user_expressions", {}).get("r", {}) if first else content  # the same shape
+    return _result(reply.get("content", {}).get("user_expressions", {}).get("r", {}))
+
+
+class Channel:
+    """The grader's connection to the probe's own socket in a kernel (`probe.op_start`), for every request after
+    `start`: blocking, so that a request costs no turns of an event loop. A reply over `wire.MAX_REPLY` (from a
+    kernel whose probe was changed) is refused by zmq as it arrives, and the connection dropped: the kernel is
+    lost. Used by one thread."""
+
+    def __init__(self, address, session, km, grace):
+        self.session, self.km, self.grace = session, km, grace
+        self.socket = zmq.Context.instance().socket(zmq.DEALER)
+        for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, wire.MAX_REPLY + (1 << 20)),
+                              (zmq.SNDTIMEO, SEND_SECONDS * 1000), (zmq.RECONNECT_IVL, -1)):
+            self.socket.setsockopt(option, value)
+        self.dropped = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.socket.connect(address)
+        self.poller = zmq.Poller()
+        self.poller.register(self.socket, zmq.POLLIN)
+        self.poller.register(self.dropped, zmq.POLLIN)
+
+    def request(self, request, timeout) -> dict:
+        """Send one request; return the decoded reply dict. Raises as `start` does."""
+        msg = self.session.msg(probe.REQUEST, {"request": _payload(request)})
+        try:
+            self.session.send(self.socket, msg)
+        except zmq.Again:
+            raise KernelLost("connection") from None
+        reply = self._reply(msg["header"]["msg_id"], timeout)
+        if reply is None:
+            run_sync(self.km.interrupt_kernel)()
+            if self._reply(msg["header"]["msg_id"], self.grace) is None:
+                raise KernelLost("ignored the interrupt")
+            raise KernelTimeout()
+        return _result(reply.get("content", {}))
+
+    def _reply(self, msg_id, timeout):
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            ready = dict(self.poller.poll(max(10, int(1000 * min(1.0, left)))))
+            if self.dropped in ready:
+                raise KernelLost("connection" if run_sync(self.km.is_alive)() else "died")
+            if self.socket not in ready:
+                if not run_sync(self.km.is_alive)():
+                    raise KernelLost("died")
+                continue
+            try:
+                idents, frames = self.session.feed_identities(self.socket.recv_multipart(copy=False), copy=False)
+                msg = self.session.deserialize(frames, content=True, copy=False)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise wire.WireError("内核的回复格式无法识别") from exc
+            if isinstance(msg.get("parent_header"), dict) and msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+        return None
+
+    def close(self):
+        self.socket.disable_monitor()
+        self.dropped.close()
+        self.socket.close()
+
+
+def _result(result) -> dict:
+    """The reply dict in a probe's answer, shaped as IPython's reply to a user expression."""
     if not isinstance(result, dict):
         raise wire.WireError("内核的回复缺失或过大")
     if result.get("status") != "ok":

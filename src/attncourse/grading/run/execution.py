@@ -23,6 +23,7 @@ from traitlets import Bool, Integer, Unicode
 
 from ...kernels import QuietKernel
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
+from ..isolation.preload import PreloadedProvisioner
 from ..model import SubmissionResult
 from ..protocol import remote, trusted
 from ..syntax import only_imports
@@ -169,11 +170,14 @@ class CourseExecute(QuietKernel, Execute):
         review(result, nb, instructor)
         self.session = remote.Session(self._send, instructor.imports)
         self.namespace = trusted.base_namespace(instructor.imports)
-        self._kept_bytes = {}
+        self._kept_bytes, self.channel = {}, None
         try:
             nb, resources = super().preprocess(nb, resources, km=km)
         except DeadKernelError:
             self._fail(CRASHED)
+        finally:
+            if self.channel is not None:
+                self.channel.close()
         for cell in nb.cells:  # a forbidden call found by a later test fails the earlier tests of its question
             message = self.session.forbidden_answers.get(self.session.answer_of.get(grade_id(cell)))
             if message and is_test_cell(cell):
@@ -239,14 +243,21 @@ class CourseExecute(QuietKernel, Execute):
         start = time.perf_counter()
         kc = await super().async_start_new_kernel_client()
         # before any student code: the kernel itself stops sending a cell's output past twice what is kept, and
-        # takes the grader's requests as messages of their own (probe.op_start)
+        # binds the probe's own socket, through which `channel` sends every later request (probe.op_start)
+        provisioner = self.km.provisioner
+        sandboxed = isinstance(provisioner, PreloadedProvisioner) and provisioner.sandboxed
         try:
-            first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes}}
-            reply = await remote.kernel_request(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
+            first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes,
+                                             "address": provisioner.probe_address() if sandboxed else remote.LOOPBACK}}
+            reply = await remote.start(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
             self._fail(CRASHED)
-        if "ok" not in reply:  # no student code has run yet: the grader's own setup failed
+        if not isinstance(reply.get("ok"), str):  # no student code has run yet: the grader's own setup failed
             raise RuntimeError(f"the probe did not start in the kernel: {reply}")
+        if self.channel is not None:
+            self.channel.close()
+        address = provisioner.reach_probe() if sandboxed else reply["ok"]
+        self.channel = remote.Channel(address, kc.session, self.km, self.interrupt_grace)
         self.result.timed("kernel start", time.perf_counter() - start)
         return kc
 
@@ -254,7 +265,7 @@ class CourseExecute(QuietKernel, Execute):
 
     def _send(self, request):
         timeout = max(1.0, self._deadline - time.monotonic())
-        return run_sync(remote.kernel_request)(self.kc, self.km, request, timeout, self.interrupt_grace)
+        return self.channel.request(request, timeout)
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most `max_output_bytes` of a cell's output; a flood ends in one note."""
