@@ -6,6 +6,7 @@ feedback) goes through nbconvert's bleach-based sanitizer with the plain tags th
 (JavaScript, widget views), no widget state. The autograded notebook itself is sanitized before it is written
 to `autograded/`, so formgrader never sees the student's markup.
 """
+import functools
 import re
 from html.parser import HTMLParser
 
@@ -60,6 +61,7 @@ class _Probe(HTMLParser):
     handle_startendtag = handle_starttag
 
 
+@functools.lru_cache(maxsize=4096)  # the instructor's cells are the same in every student's notebook
 def safe_markdown(source: str) -> str:
     """A markdown cell's source that renders inert: rendered as nbconvert renders it (a renderer that lets
     `javascript:` links through), and if that HTML holds anything unsafe, the sanitized HTML replaces the

@@ -1,14 +1,14 @@
 """The grader's hands inside a student's kernel: look up names, call, read attributes, send results back.
 
 The grader's first request to a kernel (`start`) is a user expression, `serve('<request>')`, of an
-execute_request; it binds a socket of the probe's own, and every later request travels through it as a
-message of the grader's own (REQUEST), served by the kernel's main thread (see `op_start` and `remote.py`). Everything here runs in
-the student's process and can be tampered with; that is fine, because the grader only reads plain data
-from the reply and decides every verdict itself.
+execute_request; it binds a socket of the probe's own, and every later request travels through it as two
+frames of JSON and a signature, served by the kernel's main thread (see `op_start` and `remote.py`).
+Everything here runs in the student's process and can be tampered with; that is fine, because the grader
+only reads plain data from the reply and decides every verdict itself.
 """
-import base64
 import builtins
 import copy
+import hmac
 import importlib
 import itertools
 import json
@@ -27,7 +27,6 @@ from torch.overrides import TorchFunctionMode
 from . import wire
 
 MIME = "application/vnd.attncourse.probe+json"
-REQUEST, REPLY = "attncourse_probe_request", "attncourse_probe_reply"  # the grader's own messages
 _MISSING = object()
 _objects = {}  # reference id -> object the grader holds a proxy to
 _ids = {}  # id(object) -> reference id, so that one object keeps one reference
@@ -38,7 +37,7 @@ _swapped = {}  # name -> what the student's namespace held before `swap_in`
 
 class Reply:
     """What `serve` returns: its `_repr_mimebundle_` is the reply (IPython's formatting of the first request's
-    user expression, `_answer`'s for every later request)."""
+    user expression; `_answer` sends its text for every later request)."""
 
     def __init__(self, payload):
         self.text = wire.dumps(payload)
@@ -219,9 +218,10 @@ def _limit_output(chars):
 
 def op_start(chars, address):
     """The grader's first request: limit output (`_limit_output`), then bind a socket of the grader's own at
-    `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs. Every
-    later request comes through it, skipping ipykernel's dispatch (a hand-off between two threads, busy and
-    idle statuses, flushes) and IPython's execute machinery. Returns the address bound."""
+    `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs.
+    Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
+    (a hand-off between two threads, busy and idle statuses, flushes) and IPython's execute machinery. Output
+    printed while serving goes out with the last cell's, which nothing reads any more. Returns the address."""
     import zmq
     from IPython import get_ipython
     from zmq.eventloop.zmqstream import ZMQStream
@@ -233,42 +233,39 @@ def op_start(chars, address):
     socket.bind(address)
     _socket = ZMQStream(socket, io_loop=kernel.io_loop)
 
-    def on_request(msg):
+    def on_request(frames):
         try:
-            _answer(kernel, socket, msg)
+            _answer(kernel, socket, frames)
         except KeyboardInterrupt:  # an interrupt meant for a request that has been answered since
             kernel.post_handler_hook()
 
-    _socket.on_recv(on_request, copy=False)
+    _socket.on_recv(on_request)
     return socket.last_endpoint.decode()
 
 
-def _answer(kernel, socket, msg):
-    """Serve one REQUEST message and send the REPLY, shaped as IPython's reply to a user expression. Output
-    printed meanwhile belongs to the request (nbclient reads only a cell's own). The interrupt that follows a
-    timeout raises KeyboardInterrupt while serving only, as in ipykernel's handlers, and may land between
-    serving and sending: the reply is still sent, so that the grader reads the timeout, not a lost kernel."""
-    try:
-        idents, frames = kernel.session.feed_identities(msg, copy=False)
-        parent = kernel.session.deserialize(frames, content=True, copy=False)  # checks the signature
-    except Exception:  # noqa: BLE001 - not the grader's: dropped, as ipykernel drops an invalid message
-        return
-    kernel.set_parent(idents, parent, channel="shell")
-    content = None
+def _answer(kernel, socket, frames):
+    """Serve one request, [identity, number, signature, JSON], and send [identity, number, reply JSON]. The
+    interrupt that follows a timeout raises KeyboardInterrupt while serving only, as in ipykernel's handlers,
+    and may land between serving and sending: the reply is still sent, so that the grader reads the timeout,
+    not a lost kernel."""
+    if len(frames) != 4 or not hmac.compare_digest(kernel.session.sign(frames[3:]), frames[2]):
+        return  # not the grader's: dropped, as ipykernel drops a message with a wrong signature
+    text = None
     kernel.pre_handler_hook()
     try:
         for _ in range(3):
             try:
-                if content is None:
+                if text is None:
                     try:
-                        bundle = serve(str(parent["content"].get("request", "")))._repr_mimebundle_()
-                        content = {"status": "ok", "data": {MIME: bundle[MIME]}}
+                        text = serve(frames[3].decode())._repr_mimebundle_()[MIME]
+                        if type(text) is not str:
+                            raise TypeError("reply")
                     except Exception as exc:  # noqa: BLE001 - a probe changed by the student's code: the grader judges
-                        content = {"status": "error", "ename": type(exc).__name__, "evalue": ""}
-                kernel.session.send(socket, REPLY, content, parent, ident=idents)
+                        text = wire.dumps({"error": {"ename": type(exc).__name__, "evalue": ""}})
+                socket.send_multipart([frames[0], frames[1], text.encode()])
                 return
             except KeyboardInterrupt:
-                content = content or {"status": "error", "ename": "KeyboardInterrupt", "evalue": ""}
+                text = text or wire.dumps({"error": {"ename": "KeyboardInterrupt", "evalue": ""}})
     finally:
         kernel.post_handler_hook()
 
@@ -404,9 +401,9 @@ OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
 def serve(request):
-    """Run one request (base64 JSON: {"op": ..., "args": {...}}); the reply is {"ok": ...} or {"error": ...}."""
+    """Run one request (JSON: {"op": ..., "args": {...}}); the reply is {"ok": ...} or {"error": ...}."""
     try:
-        message = json.loads(base64.b64decode(request))
+        message = json.loads(request)
         op = OPS[message["op"]]
         watch = _watch
         value = watch.run(lambda: op(**message["args"])) if watch is not None else op(**message["args"])

@@ -6,7 +6,7 @@ code can only influence the values a test compares, never the comparison.
 """
 import ast
 import asyncio
-import base64
+import functools
 import json
 import sys
 import time
@@ -229,12 +229,21 @@ class Session:
     def _source_of(self, definition):
         """The source of a function or class defined at the top level of the running test cell."""
         name = getattr(definition, "__name__", None)
-        tree = syntax.parse(self.cell_source)
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-                start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                return "\n".join(self.cell_source.splitlines()[start - 1:node.end_lineno])
-        raise TypeError(f"{name!r} 不是测试单元格顶层定义的函数或类")
+        source = _definitions(self.cell_source).get(name)
+        if source is None:
+            raise TypeError(f"{name!r} 不是测试单元格顶层定义的函数或类")
+        return source
+
+
+@functools.lru_cache(maxsize=256)  # a test cell is the same for every student
+def _definitions(cell_source) -> dict:
+    """{name: source} of the functions and classes defined at the top level of a cell (read-only)."""
+    lines, found = cell_source.splitlines(), {}
+    for node in syntax.parse(cell_source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            found.setdefault(node.name, "\n".join(lines[start - 1:node.end_lineno]))
+    return found
 
 
 def _tensors(value) -> list:
@@ -261,18 +270,14 @@ def _trusted_class(qualified):
     return obj if isinstance(obj, type) else None
 
 
-def _payload(request) -> str:
-    return base64.b64encode(wire.dumps(request).encode()).decode()
-
-
 def probe_expression(request) -> str:
-    return f"__import__('{probe.__name__}', fromlist=['serve']).serve('{_payload(request)}')"
+    return f"__import__('{probe.__name__}', fromlist=['serve']).serve({wire.dumps(request)!r})"
 
 
 def serve_here(request) -> dict:
     """What `Channel.request` does, served by the probe in this process (see `probe.serving`): the request and
     the reply travel as the same JSON text, without Jupyter's messages."""
-    return json.loads(probe.serve(_payload(request))._repr_mimebundle_()[probe.MIME])
+    return json.loads(probe.serve(wire.dumps(request))._repr_mimebundle_()[probe.MIME])
 
 
 async def start(kc, km, request, timeout, grace) -> dict:
@@ -299,12 +304,14 @@ async def start(kc, km, request, timeout, grace) -> dict:
 
 class Channel:
     """The grader's connection to the probe's own socket in a kernel (`probe.op_start`), for every request after
-    `start`: blocking, so that a request costs no turns of an event loop. A reply over `wire.MAX_REPLY` (from a
-    kernel whose probe was changed) is refused by zmq as it arrives, and the connection dropped: the kernel is
-    lost. Used by one thread."""
+    `start`: a request is [number, signature, JSON] and its reply [number, JSON], without Jupyter's messages,
+    and the wait blocks, costing no turns of an event loop. A reply over `wire.MAX_REPLY` (from a kernel whose
+    probe was changed) is refused by zmq as it arrives, and the connection dropped: the kernel is lost. Used by
+    one thread."""
 
     def __init__(self, address, session, km, grace):
         self.session, self.km, self.grace = session, km, grace
+        self.sent = 0
         self.socket = zmq.Context.instance().socket(zmq.DEALER)
         for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, wire.MAX_REPLY + (1 << 20)),
                               (zmq.SNDTIMEO, SEND_SECONDS * 1000), (zmq.RECONNECT_IVL, -1)):
@@ -317,20 +324,25 @@ class Channel:
 
     def request(self, request, timeout) -> dict:
         """Send one request; return the decoded reply dict. Raises as `start` does."""
-        msg = self.session.msg(probe.REQUEST, {"request": _payload(request)})
+        self.sent += 1
+        number, body = str(self.sent).encode(), wire.dumps(request).encode()
         try:
-            self.session.send(self.socket, msg)
+            self.socket.send_multipart([number, self.session.sign([body]), body])
         except zmq.Again:
             raise KernelLost("connection") from None
-        reply = self._reply(msg["header"]["msg_id"], timeout)
+        reply = self._reply(number, timeout)
         if reply is None:
             run_sync(self.km.interrupt_kernel)()
-            if self._reply(msg["header"]["msg_id"], self.grace) is None:
+            if self._reply(number, self.grace) is None:
                 raise KernelLost("ignored the interrupt")
             raise KernelTimeout()
-        return _result(reply.get("content", {}))
+        try:
+            return _loads(reply.decode())
+        except UnicodeDecodeError as exc:
+            raise wire.WireError("内核的回复不是合法的 JSON") from exc
 
-    def _reply(self, msg_id, timeout):
+    def _reply(self, number, timeout):
+        """The reply to request `number` (a late reply to an earlier one is dropped), or None after `timeout`."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             ready = dict(self.poller.poll(max(10, int(1000 * min(1.0, left)))))
@@ -340,13 +352,11 @@ class Channel:
                 if not run_sync(self.km.is_alive)():
                     raise KernelLost("died")
                 continue
-            try:
-                idents, frames = self.session.feed_identities(self.socket.recv_multipart(copy=False), copy=False)
-                msg = self.session.deserialize(frames, content=True, copy=False)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise wire.WireError("内核的回复格式无法识别") from exc
-            if isinstance(msg.get("parent_header"), dict) and msg["parent_header"].get("msg_id") == msg_id:
-                return msg
+            frames = self.socket.recv_multipart()
+            if len(frames) != 2:
+                raise wire.WireError("内核的回复格式无法识别")
+            if frames[0] == number:
+                return frames[1]
         return None
 
     def close(self):
@@ -356,14 +366,20 @@ class Channel:
 
 
 def _result(result) -> dict:
-    """The reply dict in a probe's answer, shaped as IPython's reply to a user expression."""
+    """The reply dict in the answer to `start`, IPython's reply to a user expression."""
     if not isinstance(result, dict):
         raise wire.WireError("内核的回复缺失或过大")
     if result.get("status") != "ok":
         return {"error": {"ename": result.get("ename", "Error"), "evalue": result.get("evalue", "")}}
     data = result.get("data")
     text = data.get(probe.MIME) if isinstance(data, dict) else None
-    if not isinstance(text, str) or len(text) > wire.MAX_REPLY:
+    if not isinstance(text, str):
+        raise wire.WireError("内核的回复缺失或过大")
+    return _loads(text)
+
+
+def _loads(text) -> dict:
+    if len(text) > wire.MAX_REPLY:
         raise wire.WireError("内核的回复缺失或过大")
     try:
         return json.loads(text)

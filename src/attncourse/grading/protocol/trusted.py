@@ -7,6 +7,7 @@ cell ran to the end, or it raised. Nothing the kernel sends is executed, and the
 """
 import ast
 import builtins
+import functools
 
 from ... import checks
 from .. import syntax, text
@@ -22,7 +23,8 @@ class Verdict:
         self.passed, self.message = passed, text.cap(message, 2000)  # it may quote what the student's code sent
 
 
-def free_names(source) -> set:
+@functools.lru_cache(maxsize=256)  # a test cell is the same for every student
+def free_names(source) -> frozenset:
     """Names a cell reads but never binds, minus builtins: what must come from the student's kernel."""
     tree = syntax.parse(source)
     loaded, bound = set(), set()
@@ -39,7 +41,12 @@ def free_names(source) -> set:
             bound.add(node.name)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             bound.update(node.names)
-    return loaded - bound - BUILTINS
+    return frozenset(loaded - bound - BUILTINS)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source, grade_id):
+    return compile(source, f"{GRADER_FILE}{grade_id}>", "exec")
 
 
 def base_namespace(import_sources) -> dict:
@@ -67,7 +74,7 @@ def run_test_cell(source, grade_id, namespace, session) -> Verdict:
         names = free_names(source) - set(namespace)
         cell_ns = {**namespace, **(session.resolve(names) if names else {})}
         try:
-            exec(compile(source, f"{GRADER_FILE}{grade_id}>", "exec"), cell_ns)  # noqa: S102 - the instructor's test cell
+            exec(_compiled(source, grade_id), cell_ns)  # noqa: S102 - the instructor's test cell
             verdict = Verdict(True)
         except AssertionError as exc:
             verdict = Verdict(False, str(exc).strip() or "结果与预期不符")
