@@ -66,10 +66,11 @@ INTERNALS = [
      "grading/protocol/probe.py _answer: SIGINT raises KeyboardInterrupt while a request is served", "PRE_HANDLER"),
     ("ipykernel.kernelbase:Kernel.post_handler_hook",
      "grading/protocol/probe.py _answer: SIGINT is ignored again once the reply is sent", "POST_HANDLER"),
-    ("ipykernel.kernelbase:Kernel.set_parent",
-     "grading/protocol/probe.py _answer: output printed while serving belongs to the request", "SET_PARENT"),
     ("ipykernel.kernelbase:Kernel.start",
      "grading/protocol/probe.py op_start: `io_loop` is the main thread's, which serves the probe's socket", "START"),
+    ("jupyter_client.client:KernelClient._async_wait_for_ready",
+     "grading/protocol/remote.py BoundedClient.wait_for_ready is this wait without its last step (0.2 s of quiet "
+     "IOPub)", "WAIT_FOR_READY"),
     ("distributed.client:Client._register_worker_plugin",
      "grading/run/cluster.py: a worker whose GradingWorker.setup failed (no sandbox) stops `course grade` here",
      "DASK_REGISTER"),
@@ -101,8 +102,8 @@ FINGERPRINTS = {
     "KERNELAPP": "a6f709f442443cde",
     "PRE_HANDLER": "b398c28ca5a83779",
     "POST_HANDLER": "074f5f5a14014b68",
-    "SET_PARENT": "614ce13f1318acad",
     "START": "06e1b340cef392b7",
+    "WAIT_FOR_READY": "0d732ad86fea3115",
     "DASK_REGISTER": "17168a925233a32a",
     "DASK_PLUGIN_ADD": "8e428d0c8cd0ae6f",
 }

@@ -63,5 +63,16 @@ class SubmissionResult:
     def timed(self, step: str, seconds: float) -> None:
         self.timings[step] = self.timings.get(step, 0.0) + seconds
 
+    def merge(self, other: "SubmissionResult") -> None:
+        """Take in what the execute step left in `other` (on a grading worker, run/cluster.py); diagnoses are
+        made here, after it."""
+        self.sandboxed, self.failure = other.sandboxed, other.failure
+        self.flags += other.flags
+        self.held |= other.held
+        self.review_lines += other.review_lines
+        self.notes += other.notes
+        for step, seconds in other.timings.items():
+            self.timed(step, seconds)
+
     def __deepcopy__(self, memo):
         return self  # a handle: nbconvert deep-copies the resources it carries, this must stay the one object

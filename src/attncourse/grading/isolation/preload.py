@@ -117,7 +117,7 @@ def open_sockets(pid, uid, ports, timeout=60.0) -> list[int]:
                 except FileNotFoundError:
                     if time.monotonic() > deadline:
                         raise RuntimeError("the kernel did not open its sockets") from None
-                    time.sleep(0.05)
+                    time.sleep(0.01)
                     continue
                 st = os.fstat(fd)
                 if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:

@@ -153,14 +153,7 @@ class Workers:
                 why = "工作进程在评分同一份提交时反复退出" if isinstance(exc, KilledWorker) else "与调度器的连接中断"
                 self.lost = f"Dask 集群 {self.address}：{why}（{type(exc).__name__}）"
             raise self.lost_error() from exc
-        done = reply["result"]
-        result.sandboxed, result.failure = done.sandboxed, done.failure
-        result.flags += done.flags
-        result.held |= done.held
-        result.review_lines += done.review_lines
-        result.notes += done.notes
-        for step, seconds in done.timings.items():
-            result.timed(step, seconds)
+        result.merge(reply["result"])
         if reply["notebook"] is None:
             raise SubmissionFailed(result.failure)
         return nbformat.reads(reply["notebook"], as_version=4), reply["failed"]

@@ -19,7 +19,7 @@ from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, Unicode, default
 
 from ...kernels import QuietKernel
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
@@ -143,6 +143,10 @@ class CourseExecute(QuietKernel, Execute):
     raise_on_iopub_timeout = Bool(False, help=Execute.raise_on_iopub_timeout.help).tag(config=True)
     course_root = Unicode("", help="The course folder whose catalog/ names likely mistakes in failed tests "
                                    "('' for none).").tag(config=True)
+
+    @default("shutdown_kernel")
+    def _kill_graded_kernels(self):
+        return "immediate"  # nothing of a graded kernel is kept: killed, not asked to shut down and waited for
 
     def preprocess(self, nb, resources, km=None):
         info = resources["nbgrader"]
