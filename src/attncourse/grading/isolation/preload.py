@@ -33,6 +33,7 @@ from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
 PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline"]
+GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
@@ -47,13 +48,16 @@ class Zygote:
         self.modules, self.timeout = list(modules), timeout
         self.dir = tempfile.mkdtemp(prefix="attncourse-zygote-")
         self.lock = threading.Lock()
-        self._start()
+        self._spawn()
 
-    def _start(self):
+    def _spawn(self):
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
         self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
+
+    def wait(self):
+        """Return once the zygote has imported everything and listens; RuntimeError if it does not."""
         deadline = time.time() + self.timeout
         while not os.path.exists(self.path):
             if self.proc.poll() is not None or time.time() > deadline:
@@ -73,7 +77,8 @@ class Zygote:
         """Start a kernel as a fork of the zygote; returns its pid (in the grader's PID namespace)."""
         with self.lock:
             if self.proc.poll() is not None:
-                self._start()
+                self._spawn()
+                self.wait()
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(self.path)
             s.sendall(json.dumps(request).encode() + b"\n")
@@ -256,9 +261,15 @@ def preloaded_kernels(log=print, sandbox=None, modules=()):
     factory = KernelProvisionerFactory.instance()
     factory.provisioners[NAME] = EntryPoint(NAME, f"{__name__}:PreloadedProvisioner",
                                             "jupyter_client.kernel_provisioners")
+    zygote = None
     try:
         zygote = Zygote(modules)
+        for module in GRADER_IMPORTS:  # meanwhile, on another core: what the grader's test cells import
+            importlib.import_module(module)
+        zygote.wait()
     except (OSError, RuntimeError) as exc:
+        if zygote is not None:
+            zygote.close()
         if sandbox is not None:
             raise RuntimeError(f"沙箱需要预加载进程，但它未能启动：{exc}") from exc
         log(f"（未能预加载 torch/d2l，改用普通内核：{exc}）")
