@@ -273,19 +273,24 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
 
 
 def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on():
-    """The probe's own socket (after `start`, through a `Channel`): a call into the student's code that loops is
-    interrupted after its timeout and answers; the kernel then serves the next request."""
+    """The probe's own socket (after `start`, through a `Channel`): an exception whose message is not valid
+    UTF-8 comes back as an error; a call into the student's code that loops is interrupted after its timeout
+    and answers; the kernel then serves the next request."""
     async def start():
         km, kc = await start_new_async_kernel(kernel_name="python3")
         reply = await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK}}, 30, 3)
-        await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41", timeout=30)
+        await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41\n"
+                                     "def odd():\n    raise ValueError('\\ud800')", timeout=30)
         return km, kc, reply["ok"]
 
     km, kc, address = asyncio.run(start())
     channel = remote.Channel(address, kc.session, km, 10)
     try:
-        names = channel.request({"op": "names", "args": {"names": ["spin", "answer"]}}, 30)
+        names = channel.request({"op": "names", "args": {"names": ["spin", "answer", "odd"]}}, 30)
         assert names["ok"]["answer"] == 41
+        odd = channel.request({"op": "call", "args": {"ref": names["ok"]["odd"]["$ref"]["id"], "args": [],
+                                                      "kwargs": {"$dict": {}}}}, 30)
+        assert odd["error"]["ename"] == "ValueError" and odd["error"]["evalue"] == "?"  # a lone surrogate
         with pytest.raises(remote.KernelTimeout):
             channel.request({"op": "call", "args": {"ref": names["ok"]["spin"]["$ref"]["id"], "args": [],
                                                     "kwargs": {"$dict": {}}}}, 1)

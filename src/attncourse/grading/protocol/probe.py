@@ -1,8 +1,8 @@
 """The grader's hands inside a student's kernel: look up names, call, read attributes, send results back.
 
 The grader's first request to a kernel (`start`) is a user expression, `serve('<request>')`, of an
-execute_request; it binds a socket of the probe's own, and every later request travels through it as two
-frames of JSON and a signature, served by the kernel's main thread (see `op_start` and `remote.py`).
+execute_request; it binds a socket of the probe's own, and every later request travels through it as three
+frames (a number, a signature, JSON), served by the kernel's main thread (see `op_start` and `remote.py`).
 Everything here runs in the student's process and can be tampered with; that is fine, because the grader
 only reads plain data from the reply and decides every verdict itself.
 """
@@ -217,7 +217,7 @@ def _limit_output(chars):
 
 
 def op_start(chars, address):
-    """The grader's first request: limit output (`_limit_output`), then bind a socket of the grader's own at
+    """The grader's first request: limit output (`_limit_output`), then bind a socket of the probe's own at
     `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs.
     Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
     (a hand-off between two threads, busy and idle statuses, flushes) and IPython's execute machinery. Output
@@ -257,12 +257,12 @@ def _answer(kernel, socket, frames):
             try:
                 if text is None:
                     try:
-                        text = serve(frames[3].decode())._repr_mimebundle_()[MIME]
+                        text = serve(frames[3].decode(errors="replace"))._repr_mimebundle_()[MIME]
                         if type(text) is not str:
                             raise TypeError("reply")
                     except Exception as exc:  # noqa: BLE001 - a probe changed by the student's code: the grader judges
                         text = wire.dumps({"error": {"ename": type(exc).__name__, "evalue": ""}})
-                socket.send_multipart([frames[0], frames[1], text.encode()])
+                socket.send_multipart([frames[0], frames[1], text.encode(errors="replace")])  # lone surrogates
                 return
             except KeyboardInterrupt:
                 text = text or wire.dumps({"error": {"ename": "KeyboardInterrupt", "evalue": ""}})

@@ -350,7 +350,7 @@ class Channel:
     def request(self, request, timeout) -> dict:
         """Send one request; return the decoded reply dict. Raises as `start` does."""
         self.sent += 1
-        number, body = str(self.sent).encode(), wire.dumps(request).encode()
+        number, body = str(self.sent).encode(), wire.dumps(request).encode(errors="replace")
         try:
             self.socket.send_multipart([number, self.session.sign([body]), body])
         except zmq.Again:
