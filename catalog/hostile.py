@@ -268,6 +268,9 @@ class _Huge:
         return {_probe.MIME: "x" * (100 << 20)}
 _probe.serve = lambda request: _Huge()
 '''
+CLOSE_PROBE_SOCKET = '''import attncourse.grading.protocol.probe as _probe
+_probe._socket.close()  # the socket the grader's requests come through
+'''
 KEEP_REFERENCE = '''_kept = []
 def masked_softmax(X, valid_lens):
     if _kept:  # the grader's reference, kept while it tested a later question
@@ -426,6 +429,8 @@ CASES = [
           replace={"masked_softmax": CHATTY}),
     _case("s65_long_message", "异常信息长达 500 万字", {"status": "graded", "flags": [], "feedback": "published",
           "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": LONG_MESSAGE}),
+    _case("s66_close_probe_socket", "关掉评分程序发请求用的 socket", {"status": "failed", "reason": "连接中断"},
+          before={"masked_softmax": CLOSE_PROBE_SOCKET}),
 ]
 
 

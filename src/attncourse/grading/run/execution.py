@@ -65,7 +65,7 @@ class _Turn:
 
 TURN = _Turn()
 CRASHED = "内核崩溃：提交的代码使 Python 进程退出（如 os._exit、段错误或超出内存限制）"
-LOST = "与内核的连接中断：内核发来了超过上限的数据（提交的代码可能改动了评分程序）"
+LOST = "与内核的连接中断：提交的代码可能改动了评分程序（如发来超过上限的数据，或关掉了评分用的连接）"
 
 
 class SubmissionFailed(Exception):
