@@ -38,6 +38,7 @@ INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for 
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 PROBE = "probe"  # the name of the probe's own socket beside the kernel's: <KERNEL_IPC>-probe
+PROBE_ADDRESS = f"ipc://{KERNEL_IPC}-{PROBE}"  # where a sandboxed kernel binds it (protocol/probe.py op_start)
 CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 
 
@@ -221,10 +222,6 @@ class PreloadedProvisioner(LocalProvisioner):
     @property
     def sandboxed(self) -> bool:
         return self.uid is not None
-
-    def probe_address(self) -> str:
-        """Where a sandboxed kernel binds the probe's socket (protocol/probe.py op_start), in its own view."""
-        return f"ipc://{KERNEL_IPC}-{PROBE}"
 
     def reach_probe(self) -> str:
         """The address the grader connects to for the probe's socket of a sandboxed kernel, bound before any of

@@ -24,7 +24,7 @@ from . import probe, wire
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
 SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
-DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel printed is dropped per request
+DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel published is dropped after `start`
 MAX_RETURNED = 10_000  # tensors a cell's `returned` keeps; a cell that gets more is not diagnosed
 LOOPBACK = "tcp://127.0.0.1:*"  # where a kernel without a sandbox binds the probe's socket: a free local port
 
@@ -428,7 +428,7 @@ async def _shell_reply(kc, km, msg_id, timeout):
 
 
 async def _drain(kc):
-    """Drop what the kernel printed while serving requests (it is not part of any cell's output), within a
+    """Drop what the kernel published while serving `start` (it is not part of any cell's output), within a
     deadline and a count: a kernel that never stops printing cannot hold the grader here; what is left is read
     with the next cell's output, whose size is capped."""
     loop = asyncio.get_running_loop()

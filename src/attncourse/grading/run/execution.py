@@ -23,7 +23,7 @@ from traitlets import Bool, Integer, Unicode, default
 
 from ...kernels import QuietKernel
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
-from ..isolation.preload import PreloadedProvisioner
+from ..isolation.preload import PROBE_ADDRESS, PreloadedProvisioner
 from ..model import SubmissionResult
 from ..protocol import remote, trusted
 from ..syntax import only_imports
@@ -252,14 +252,12 @@ class CourseExecute(QuietKernel, Execute):
         sandboxed = isinstance(provisioner, PreloadedProvisioner) and provisioner.sandboxed
         try:
             first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes,
-                                             "address": provisioner.probe_address() if sandboxed else remote.LOOPBACK}}
+                                             "address": PROBE_ADDRESS if sandboxed else remote.LOOPBACK}}
             reply = await remote.start(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
             self._fail(CRASHED)
         if not isinstance(reply.get("ok"), str):  # no student code has run yet: the grader's own setup failed
             raise RuntimeError(f"the probe did not start in the kernel: {reply}")
-        if self.channel is not None:
-            self.channel.close()
         address = provisioner.reach_probe() if sandboxed else reply["ok"]
         self.channel = remote.Channel(address, kc.session, self.km, self.interrupt_grace)
         self.result.timed("kernel start", time.perf_counter() - start)
