@@ -1,5 +1,23 @@
-"""A unit's catalog (`catalog/<assignment>.py`, described in authoring/variants.py) and the source notebook
-with a catalogued answer in place: read by the authoring tools and by the grader's diagnosis."""
+"""A unit's catalog (`catalog/<assignment>.py`) and the source notebook with a catalogued answer in place: read by
+the authoring tools and by the grader's diagnosis, and imported by the catalogs themselves (`deck_definitions`).
+
+A catalog defines:
+- `NOTEBOOK`: the notebook name in `source/<assignment>/` (without `.ipynb`);
+- `LECTURER`: {solution grade_id: code} — the lecturer's own d2l-style code, which must earn full marks;
+- `ALSO_CORRECT` (optional): {name: {solution grade_id: code}} — more answers that must earn full marks:
+  the code the deck teaches, a differently styled correct solution;
+- `VARIANTS`: a list of dicts, each with `id`, `mistake` (what the student got wrong), `caught_by`
+  (the exact set of test-cell grade_ids that must lose points), and the change itself:
+  `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
+  and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
+  that only shows on a GPU;
+- `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK[, another deck])} for the
+  variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs
+  are its own (run/diagnosis.py). The hint points to the slide and never quotes the answer;
+- `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
+  student would: it must lose the same points and be named.
+"""
+import ast
 import copy
 import importlib.util
 from pathlib import Path
@@ -37,3 +55,25 @@ def with_code(nb, cells=None, edits=None) -> NotebookNode:
                 raise ValueError(f"edit {old!r} occurs {count} times in cell {grade_id!r}, expected once")
             cell.source = cell.source.replace(old, new)
     return nb
+
+
+def deck_definitions(catalog_file, deck, names) -> dict:
+    """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
+    that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
+    definition of a name wins. Empty when the course has no decks (a copy made without them)."""
+    path = Path(catalog_file).resolve().parents[1] / deck
+    if not path.is_file():
+        return {}
+    found = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        source = cell.source
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:  # IPython magics
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+                found[names[node.name]] = ast.get_source_segment(source, node)
+    return found

@@ -1,22 +1,6 @@
-"""Submissions made from the source notebook: the lecturer's code and catalogued buggy variants.
-
-A unit's catalog lives in `catalog/<assignment>.py` and defines:
-- `NOTEBOOK`: the notebook name in `source/<assignment>/` (without `.ipynb`);
-- `LECTURER`: {solution grade_id: code} — the lecturer's own d2l-style code, which must earn full marks;
-- `ALSO_CORRECT` (optional): {name: {solution grade_id: code}} — more answers that must earn full marks:
-  the code the deck teaches, a differently styled correct solution;
-- `VARIANTS`: a list of dicts, each with `id`, `mistake` (what the student got wrong), `caught_by`
-  (the exact set of test-cell grade_ids that must lose points), and the change itself:
-  `edits` {grade_id: [(old, new), ...]} applied to the source solution (each `old` must occur once),
-  and/or `cells` {grade_id: code} replacing a solution cell outright. `needs_cuda: True` marks a bug
-  that only shows on a GPU;
-- `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK[, another deck])} for the
-  variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs
-  are its own (run/diagnosis.py). The hint points to the slide and never quotes the answer;
-- `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
-  student would: it must lose the same points and be named.
-"""
-import ast
+"""Submissions made from the source notebook: the reference, the lecturer's and the deck's code, catalogued
+mistakes and their twins; and the shape check of a catalog (`catalog_problems`), read without a kernel. The
+catalog format is described in `attncourse.grading.catalogs`."""
 import copy
 import re
 from pathlib import Path
@@ -78,26 +62,6 @@ def uses_cuda() -> bool:
     return get_device().type == "cuda"
 
 
-def deck_definitions(catalog_file, deck, names) -> dict:
-    """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
-    that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
-    definition of a name wins. Empty when the course has no decks (a copy made without them)."""
-    path = Path(catalog_file).resolve().parents[1] / deck
-    if not path.is_file():
-        return {}
-    found = {}
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:  # IPython magics
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
-                found[names[node.name]] = ast.get_source_segment(source, node)
-    return found
 
 
 MIN_VARIANTS = 8  # a unit's catalog holds at least this many realistic mistakes
