@@ -27,7 +27,7 @@ INTERNALS = [
     ("nbgrader.preprocessors.deduplicateids:DeduplicateIds.preprocess_cell",
      "grading/intake/staging.py keeps the last of duplicated cells, as this does", "DEDUP"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_score",
-     "grading/records.py hold_for_review sets needs_manual_grade after this ran", "SAVE"),
+     "grading/records.py hold sets needs_manual_grade and sets the auto score aside after this ran", "SAVE"),
     ("nbgrader.utils:determine_grade",
      "grading/run/execution.py writes a test cell's verdict as no output (pass) or one error (fail)", "DETERMINE"),
     ("nbclient.client:NotebookClient.output", "grading/run/execution.py CourseExecute.output caps output bytes", "OUTPUT"),

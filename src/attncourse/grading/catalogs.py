@@ -27,6 +27,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from .cells import cells_by_id
+from .course import folders
 
 
 def load_catalog(root, assignment) -> ModuleType:
@@ -38,7 +39,7 @@ def load_catalog(root, assignment) -> ModuleType:
 
 
 def source_notebook(root, assignment, catalog) -> NotebookNode:
-    return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    return nbformat.read(folders(root).source(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
 
 
 def with_code(nb, cells=None, edits=None) -> NotebookNode:

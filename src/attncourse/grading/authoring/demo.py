@@ -14,7 +14,7 @@ import nbformat
 from ...notebooks import dumps
 from .. import commands
 from ..cells import is_test_cell
-from ..course import assignments, copy_course_files
+from ..course import assignments, copy_course_files, folders
 from ..release.student_version import ReleaseRefused
 from .variants import answered, load_catalog
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
@@ -59,8 +59,9 @@ def demo_notebooks(root, assignment) -> tuple[str, dict]:
     root = Path(root)
     catalog = load_catalog(root, assignment)
     name = f"{catalog.NOTEBOOK}.ipynb"
-    source = nbformat.read(root / "source" / assignment / name, as_version=4)
-    release = nbformat.read(root / "release" / assignment / name, as_version=4)
+    where = folders(root)
+    source = nbformat.read(where.source(assignment) / name, as_version=4)
+    release = nbformat.read(where.release(assignment) / name, as_version=4)
     full = answered(release, source)
     partial_cells, partial_edits = {}, {}
     for bug in _two_bugs_in_different_cells(catalog.VARIANTS):
@@ -126,8 +127,9 @@ def build(root, jobs=2) -> list:
         shutil.rmtree(demo_root)
         demo_root = demo_course(root)
         commands.release_assignments(demo_root, assignments(demo_root))
-    write_demo_class(demo_root, demo_root / "submitted", assignments(demo_root))
-    print(f"\n（演示班级在 {(demo_root / 'submitted').relative_to(root)}，有自己的成绩库，不影响真实班级）")
+    submitted = folders(demo_root).submitted()
+    write_demo_class(demo_root, submitted, assignments(demo_root))
+    print(f"\n（演示班级在 {submitted.relative_to(root)}，有自己的成绩库，不影响真实班级）")
     outcomes = commands.grade(demo_root, jobs=jobs)
     commands.step("反馈")
     commands.publish_feedback(demo_root, outcomes)

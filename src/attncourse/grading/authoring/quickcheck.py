@@ -15,18 +15,18 @@ import nbformat
 from sqlalchemy.exc import SAWarning
 
 from ...config import find_root
-from .. import logs
+from .. import commands, logs
 from ..cells import grade_id, test_cell_ids
-from ..course import copy_course_files, nbgrader_config, use_this_environment
+from ..catalogs import source_notebook
+from ..course import copy_course_files, folders, nbgrader_config, use_this_environment
 from ..release import student_version as release
-from ..run import autograde
 from .variants import catalog_cases, load_catalog
 
 
 def failed_tests(root, outcome, tests) -> dict:
     """{test grade_id: verdict} of the cells where `outcome` lost points, read from its autograded notebook."""
     found = {}
-    for path in (root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"):
+    for path in folders(root).autograded(outcome.student, outcome.assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
             if grade_id(cell) in tests and errors:
@@ -46,15 +46,14 @@ def main(assignment, only=()) -> int:
         cases = {k: v for k, v in catalog_cases(root, assignment).items() if not only or k in only}
         pairs = []
         for student, (nb, _) in cases.items():
-            folder = root / "submitted" / student / assignment
+            folder = folders(root).submitted(student, assignment)
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
             pairs.append((assignment, student))
         start = time.time()
-        outcomes = autograde.grade_class(nbgrader_config(root, root / "submitted"), pairs,
-                                         jobs=os.cpu_count() or 1, warn=lambda _: None)
-        tests = set(test_cell_ids(nbformat.read(root / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb",
-                                                as_version=4)))
+        outcomes = commands.grade_submissions(nbgrader_config(root), pairs, jobs=os.cpu_count() or 1,
+                                              warn=lambda _: None)
+        tests = set(test_cell_ids(source_notebook(root, assignment, catalog)))
         bad = 0
         for o in outcomes:
             expected = cases[o.student][1]

@@ -9,6 +9,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from ..catalogs import load_catalog, source_notebook, with_code
+from ..course import folders
 from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
 
 
@@ -30,7 +31,7 @@ def catalog_cases(root, assignment) -> dict:
     another way)."""
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
-    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     cases = {"reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
     for name, cells in getattr(catalog, "ALSO_CORRECT", {}).items():
         cases[f"correct_{name}"] = (answered(rel, src, cells), set())
@@ -46,7 +47,7 @@ def deck_only(root, assignment) -> NotebookNode:
     """The student version with only the answers a deck prints (`ALSO_CORRECT["deck"]`) filled in, the other
     answer cells left as released: what a student who copies the lecture earns."""
     catalog = load_catalog(root, assignment)
-    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     deck = getattr(catalog, "ALSO_CORRECT", {}).get("deck", {})
     nb = copy.deepcopy(rel)
     for cell in nb.cells:

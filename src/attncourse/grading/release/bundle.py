@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from ...config import settings
+from ..course import folders
 from . import student_version as release
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
@@ -40,7 +41,8 @@ def wheel(root, out_dir) -> Path:
 def contents(root, assignment, scratch) -> dict:
     """{name in the zip: bytes} of the hand-out."""
     root = Path(root)
-    notebooks = sorted((root / "release" / assignment).glob("*.ipynb"))
+    where = folders(root)
+    notebooks = where.released_notebooks(assignment)
     if not notebooks or assignment not in release.record(root):
         raise FileNotFoundError(f"{assignment} 尚未发布：先运行 course release {assignment}")
     files = {f"{assignment}/{nb.name}": nb.read_bytes() for nb in notebooks}
@@ -61,13 +63,13 @@ def contents(root, assignment, scratch) -> dict:
 def leaks(root, assignment, files) -> list:
     """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
     catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
-    root, found = Path(root), []
+    root, found, where = Path(root), [], folders(root)
     package = Path(__file__).resolve().parents[2]
     for name, data in files.items():
         if name.startswith(("source/", "catalog/")) or "/source/" in name or "/catalog/" in name:
             found.append(f"{name}: 课程的 source/ 或 catalog/ 文件")
         elif name.endswith(".ipynb"):
-            source = root / "source" / assignment / Path(name).name
+            source = where.source(assignment) / Path(name).name
             with tempfile.NamedTemporaryFile(suffix=".ipynb") as copy:
                 copy.write(data)
                 copy.flush()
