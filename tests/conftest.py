@@ -18,7 +18,7 @@ from attncourse.grading.authoring.variants import catalog_cases, deck_only, load
 from attncourse.grading.cells import grade_id, has_hidden_tests, is_test_cell, test_cell_ids
 from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.release import student_version as release
-from attncourse.grading.run import autograde
+from attncourse.grading import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = assignments(ROOT)
@@ -112,7 +112,7 @@ def catalog_grades(catalog_course, unit):
             pairs.append((unit, student))
         # grading waits on kernels more than it computes: twice the cores grades a catalog about 20% faster
         # (a2 on 2 cores: 114 s with 2 jobs, 92 s with 4), with the same outcomes
-        outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=2 * (os.cpu_count() or 1),
+        outcomes = commands.grade_submissions(nbgrader_config(root, submitted), pairs, jobs=2 * (os.cpu_count() or 1),
                                          warn=lambda line: None)
         _GRADED[unit] = {
             "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),

@@ -10,7 +10,7 @@ from nbgrader.api import Gradebook
 import pytest
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import nbgrader_config
-from attncourse.grading.run import autograde
+from attncourse.grading import commands
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ def test_generate_autograde_feedback_export(tmp_path, assignment_ids):
     (other / "submitted").mkdir()
     for student in ("alice", "bob"):
         subprocess.run(["cp", "-r", str(root / "submitted" / student), str(other / "submitted" / student)], check=True)
-    outcomes = autograde.grade_class(nbgrader_config(other), [(aid, "alice"), (aid, "bob")], jobs=2,
+    outcomes = commands.grade_submissions(nbgrader_config(other), [(aid, "alice"), (aid, "bob")], jobs=2,
                                      warn=lambda _: None)
     for o in outcomes:
         with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
