@@ -28,6 +28,10 @@ def find_chromium():
     return None
 
 
+def is_local(url: str) -> bool:
+    return url.startswith(("file:", "data:", "blob:", "http://127.0.0.1", "http://localhost", "ws://127.0.0.1"))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -49,6 +53,15 @@ class Browser:
         self.requests, self.dialogs = [], []
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("dialog", self._dialog)
+
+    @contextlib.contextmanager
+    def offline(self):
+        """Requests that leave this machine fail while inside, as on a campus without internet."""
+        self.page.route("**/*", lambda route: route.continue_() if is_local(route.request.url) else route.abort())
+        try:
+            yield self
+        finally:
+            self.page.unroute("**/*")
 
     def _dialog(self, dialog):
         self.dialogs.append(dialog.message)

@@ -36,6 +36,7 @@ class Intake:
     reason: str = ""  # why it cannot be graded
     notes: list = field(default_factory=list)  # what was set aside or changed, for the CSV and report
     digest: str = ""  # of what was staged: an unchanged submission keeps its grade
+    submitted_at: str = "提交时间未知"  # when it was handed in, as timestamp.txt says
 
 
 def student_id_problem(name) -> str:
@@ -124,6 +125,7 @@ def stage(submitted, staged, assignment, released) -> Intake:
         try:
             parse_utc(text)
             (staged / TIMESTAMP).write_text(text, encoding="utf-8")
+            intake.submitted_at = f"提交于 {text}"
             digest.update(b"timestamp\0" + text.encode())
         except ValueError:
             intake.notes.append(f"{TIMESTAMP} 的内容不是时间，已忽略")

@@ -112,7 +112,7 @@ def grade_one(cfg, root, intake: Intake, scratch, force=False, sandboxed=True, w
             return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=notes)
         held = records.hold(db_url, a, s, result.held) if result.held else {}
         for path in sorted((Path(scratch) / s / a).glob("*.ipynb")):
-            ta_view.prepare(path, result, a, s)
+            ta_view.prepare(path, result, a, s, intake.submitted_at)
         replace_dir(Path(scratch) / s / a, dest, scratch)
         notes = intake.notes + result.notes
         records.write_record(root, a, s, Record(Status.GRADED, intake.digest, flags=result.flags, held=held, notes=notes,
