@@ -1,84 +1,22 @@
 """What people read, from a small course built in the test (a released assignment, a gradebook, autograded
 notebooks written directly, no kernel): the LMS export, the grades CSV and report, and the feedback pages."""
 import csv
-import shutil
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook
 
-from attncourse.grading.course import nbgrader_config
 from attncourse.grading.model import Status
 from attncourse.grading.publish import feedback, report
 from attncourse.grading.publish.export import LMSExport
-from attncourse.grading.records import Record, hold, outcome, read_record, write_record
-from attncourse.grading.release import student_version
-from conftest import ROOT
-
-HIDDEN_LINE = "assert double(21) == 42, '二十一的两倍不对'"
-
-
-def _meta(**kw):
-    return {"nbgrader": {"schema_version": 3, "locked": False, "solution": False, "grade": False, **kw}}
-
-
-def source_notebook():
-    return new_notebook(cells=[
-        new_code_cell("import math", metadata=_meta(grade_id="imports", locked=True)),
-        new_code_cell("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
-                      metadata=_meta(grade_id="double", solution=True)),
-        new_code_cell('"""double 把输入乘以 2"""\nassert double(1) == 2\n### BEGIN HIDDEN TESTS\n'
-                      f"{HIDDEN_LINE}\n### END HIDDEN TESTS",
-                      metadata=_meta(grade_id="test_double", grade=True, locked=True, points=5)),
-        new_markdown_cell("为什么？\n\n=== BEGIN MARK SCHEME ===\n因为。\n=== END MARK SCHEME ===",
-                          metadata=_meta(grade_id="why", grade=True, solution=True, points=2))],
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-
-
-STUDENTS = {"2023000001": ("张", "三", True), "2023000002": ("欧阳", "娜娜", False), "2023000003": ("李", "四", True)}
-
-
-def make_course(root):
-    """Assignment `a` released in `root`; three students: full marks, a failed test, and one held for review."""
-    for name in ("nbgrader_config.py", "course.toml"):
-        shutil.copy(ROOT / name, root / name)
-    (root / "build").mkdir()
-    (root / "build" / "vendor").symlink_to(ROOT / "build" / "vendor")
-    (root / "source" / "a").mkdir(parents=True)
-    nbformat.write(source_notebook(), root / "source" / "a" / "work.ipynb")
-    cfg = nbgrader_config(root)
-    student_version.release(cfg, root, "a", say=lambda _: None)
-    released = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
-    db = cfg.CourseDirectory.db_url
-    with Gradebook(db) as gb:
-        for sid, (last, first, passed) in STUDENTS.items():
-            gb.update_or_create_student(sid, last_name=last, first_name=first)
-            gb.add_submission("a", sid)
-            test = gb.find_grade("test_double", "work", "a", sid)
-            test.auto_score, test.needs_manual_grade = (5 if passed else 0), False
-            gb.find_grade("why", "work", "a", sid).needs_manual_grade = True
-        gb.db.commit()
-    for sid, (_, _, passed) in STUDENTS.items():
-        nb = nbformat.from_dict(released)
-        nb.cells[1].source = "def double(x):\n    return x + x" if passed else "def double(x):\n    return x"
-        if not passed:
-            nb.cells[2].outputs = [new_output("error", ename="AssertionError", evalue="double(1) 应为 2",
-                                              traceback=[])]
-        nb.cells[3].source = "<b>因为</b>要加倍。<script>alert(1)</script>"
-        (root / "autograded" / sid / "a").mkdir(parents=True)
-        nbformat.write(nb, root / "autograded" / sid / "a" / "work.ipynb")
-        held = hold(db, "a", sid, None) if sid == "2023000003" else {}
-        write_record(root, "a", sid, Record(Status.GRADED, flags=["单元格 #2：导入了 socket 模块"] if held else [],
-                                            held=held))
-    write_record(root, "a", "2023000004", Record(Status.FAILED, reason="内核崩溃"))
-    outcomes = [outcome(db, root, "a", sid) for sid in [*STUDENTS, "2023000004"]]
-    return root, cfg, outcomes
+from attncourse.grading.records import Record, hold, read_record, write_record
+from conftest import HIDDEN_LINE, STUDENTS, small_course
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    return make_course(tmp_path_factory.mktemp("publish"))
+    return small_course(tmp_path_factory.mktemp("publish"))
 
 
 def test_outcomes_read_back_from_records_and_gradebook(course):
@@ -147,7 +85,7 @@ def test_a_review_decision_is_one_step_and_recorded(tmp_path, capsys):
     """`course review` lists the held submissions with their flags, `--accept` releases the points in one step
     and records who and when, `--reject` gives 0; the export, the grades CSV and the report then say so."""
     from attncourse.cli import main
-    root, cfg, outcomes = make_course(tmp_path)
+    root, cfg, outcomes = small_course(tmp_path)
     db = cfg.CourseDirectory.db_url
     write_record(root, "a", "2023000001", Record(Status.GRADED, flags=["反馈中出现了隐藏测试的内容"],
                                                  held=hold(db, "a", "2023000001", None)))
