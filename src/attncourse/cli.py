@@ -60,6 +60,7 @@ def cmd_collect(args):
 
 
 def cmd_grade(args):
+    print("course grade：载入评分程序（nbgrader、torch）……", flush=True)  # the imports below take seconds
     from .grading import commands
     commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir, args.cluster)
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
