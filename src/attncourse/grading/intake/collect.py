@@ -3,8 +3,9 @@
 A student's latest upload is the one graded, whatever its name; uploads at the same time (LMSs often keep times
 to the minute) go to the LMS's later copy (`x (1).ipynb` after `x.ipynb`). The note says which file was graded and
 which were set aside. A student who already has a submission in `submitted/` keeps whichever is later; the
-earlier one is moved to `submitted_earlier/`, never overwritten silently. Files that match no pattern or are too
-large are listed, not guessed, and the rest of the download is collected.
+earlier one is moved to `submitted_earlier/`, never overwritten silently. Whose file it is and which assignment's
+notebook it is are read as `lms.py` says; files that cannot be placed are listed with why, not guessed, and the
+rest of the download is collected.
 """
 import datetime
 import shutil
@@ -76,17 +77,36 @@ def import_class(cfg, root, class_dir, assignment_ids) -> list:
     return notes
 
 
+def grouped(unmatched, examples=3) -> list:
+    """[(why, count, the first few names)] of the entries not collected, the largest group first."""
+    groups = {}
+    for name, why in unmatched:
+        groups.setdefault(why, []).append(name)
+    return [(why, len(names), names[:examples]) for why, names in sorted(groups.items(), key=lambda g: -len(g[1]))]
+
+
+def write_listing(path, unmatched) -> None:
+    """Every entry not collected, once, under its reason."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for why, count, _ in grouped(unmatched):
+        lines += [f"# {why}（{count} 个）"] + [name for name, w in unmatched if w == why]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _when(t):
     return f"{t:%Y-%m-%d %H:%M:%S} UTC"
 
 
-def collect(cfg, root, source, assignment, released) -> Collected:
-    """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names."""
+def collect(cfg, root, source, assignment, released, others=None) -> Collected:
+    """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names,
+    `others` {notebook name: assignment} those of the other assignments."""
     root = Path(root)
     plugin = LMSFileNames(config=cfg)
     result = Collected()
     with tempfile.TemporaryDirectory() as scratch:
-        uploads, result.unmatched = read_download(Path(source), Path(scratch), plugin, released)
+        uploads, result.unmatched, result.notes = read_download(Path(source), Path(scratch), plugin, released,
+                                                                 others)
         chosen = {}  # (student, notebook) -> the upload graded
         groups = {}
         for upload in uploads:
@@ -95,8 +115,8 @@ def collect(cfg, root, source, assignment, released) -> Collected:
             group.sort(key=lambda u: (u.when, u.copy_number, u.name))
             chosen[(student, notebook)] = group[-1]
             if len(group) > 1:
-                aside = "、".join(f"{u.name}（{_when(u.when)}）" for u in group[:-1])
-                result.notes.append(f"{student} 交了 {len(group)} 份 {notebook}：评分用最新的 {group[-1].name}"
+                aside = "、".join(f"{u.shown}（{_when(u.when)}）" for u in group[:-1])
+                result.notes.append(f"{student} 交了 {len(group)} 份 {notebook}：评分用最新的 {group[-1].shown}"
                                     f"（{_when(group[-1].when)}），放在一边的：{aside}")
         by_student = {}
         for (student, _), upload in chosen.items():
@@ -113,7 +133,7 @@ def collect(cfg, root, source, assignment, released) -> Collected:
             dest.mkdir(parents=True)
             for upload in group:
                 shutil.copyfile(upload.path, dest / upload.notebook)
-                result.taken.append((student, upload.notebook, upload.when, upload.name))
+                result.taken.append((student, upload.notebook, upload.when, upload.shown))
             (dest / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC", encoding="utf-8")
         with Gradebook(cfg.CourseDirectory.db_url) as gb:
             for student, group in by_student.items():
