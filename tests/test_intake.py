@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from attncourse.grading.intake import lms, matching, reading, staging
+from attncourse.grading.intake import lms, matching, reading, roster, staging
 
 
 
@@ -401,6 +401,9 @@ def test_a_teachers_rezip_is_looked_through_but_a_folder_claiming_several_studen
     unknown = _collect(root, _zip(tmp_path / "moodle.zip", [("张三_123_assignsubmission_file_/2023000007_甲_work.ipynb",
                                                              nb), ("2023000006_钱七_work.ipynb", nb)]))
     assert [t[0] for t in unknown.taken] == ["2023000006"] and "不是 LMS 的学生文件夹名" in unknown.unmatched[0][1]
+    alone = _collect(root, _zip(tmp_path / "alone.zip", [  # one Moodle student's make-up zip is not looked through
+        ("张三_123_assignsubmission_file_/2023000007_甲_work.ipynb", nb)]))
+    assert alone.taken == [] and "不是 LMS 的学生文件夹名" in alone.unmatched[0][1]
 
 
 # --- a download with several assignments' notebooks ----------------------------------------------------------------
@@ -493,3 +496,56 @@ def test_entries_not_collected_are_grouped_and_links_are_listed(tmp_path, releas
     assert len(out.splitlines()) < 10 and "未收集 20000 个：不是 notebook" in out and "符号链接" in out, out
     listing = (root / "build" / "collect-a-未收集.txt").read_text(encoding="utf-8").splitlines()
     assert len([line for line in listing if not line.startswith("#")]) == 20_001
+
+
+# --- each LMS's own layout, with a roster that maps its ids to student numbers and names ---------------------------
+
+CANVAS = r"^(?P<sortable_name>[a-z0-9]+)_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>.+\.ipynb)$"
+MOODLE = r"^(?P<full_name>[^_]+)_(?P<student_id>\d+)_assignsubmission_file__(?P<file_id>.+\.ipynb)$"
+
+
+def _configure(root, pattern, roster_text):
+    (root / "roster.csv").write_text(roster_text, encoding="utf-8")
+    with open(root / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write(f"\nc.FileNameCollectorPlugin.named_regexp = {pattern!r}\nc.LMSFileNames.roster = 'roster.csv'\n")
+
+
+def _students(root):
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {s.id: f"{s.last_name}{s.first_name}" for s in gb.students}
+
+
+def test_a_canvas_download_with_late_and_resubmitted_files(tmp_path, released):
+    """Canvas: flat, `<sortable name>_[LATE_]<user id>_<attachment id>_<the student's file>`, a re-submission
+    adding "-1"; the roster is nbgrader's import format plus `lms_id`."""
+    root = _lms_course(tmp_path)
+    _configure(root, CANVAS, "id,first_name,last_name,email,lms_id\n2023000001,三,张,,51234\n"
+                             "2023000002,四,李,li@example.edu,51235\n2023000003,娜娜,欧阳,,51236\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    blank = nb.replace("x = 1", "x = 0")
+    result = _collect(root, _zip(tmp_path / "canvas.zip", [
+        ("zhangsan_51234_900001_work.ipynb", blank), ("zhangsan_51234_900002_work-1.ipynb", nb, LATER),
+        ("lisi_LATE_51235_900003_作业1.ipynb", nb),
+        ("ouyangnana_51236_900004_zhangsan_51234_900009_work.ipynb", blank, LATER),  # claims a classmate
+        ("wangwu_59999_900005_work.ipynb", nb)]))  # not in the roster
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002", "2023000003"]
+    assert _submitted(root, "2023000001") == nb and _submitted(root, "2023000002") == nb
+    assert _students(root) == {"2023000001": "张三", "2023000002": "李四", "2023000003": "欧阳娜娜"}
+    assert result.unmatched == [("wangwu_59999_900005_work.ipynb", roster.NOT_IN_ROSTER)]
+    assert any(n.startswith("51236") and "自称属于 51234" in n for n in result.notes), result.notes
+
+
+def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
+    """Moodle: `<full name>_<participant id>_assignsubmission_file_/<the student's files>`, online text in its
+    own folder; the roster with Chinese headers."""
+    root = _lms_course(tmp_path)
+    _configure(root, MOODLE, "学号,姓名,LMS id\n2023000001,张三,812\n2023000002,李四,813\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "moodle.zip", [
+        ("Zhang San_812_assignsubmission_file_/work.ipynb", nb),
+        ("李四_813_assignsubmission_file_/作业/2023000001_张三_work.ipynb", nb),  # a folder and a name of their own
+        ("李四_813_assignsubmission_onlinetext_/onlinetext.html", "<p>见附件</p>")]))
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002"]
+    assert _students(root) == {"2023000001": "张三", "2023000002": "李四"}
+    assert [why for _, why in result.unmatched] == [lms.NOT_NOTEBOOK]

@@ -16,6 +16,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.utils import parse_utc
 
+from . import roster
 from .lms import LMSFileNames, read_download
 from .staging import TIMESTAMP
 
@@ -107,6 +108,8 @@ def collect(cfg, root, source, assignment, released, others=None) -> Collected:
     with tempfile.TemporaryDirectory() as scratch:
         uploads, result.unmatched, result.notes = read_download(Path(source), Path(scratch), plugin, released,
                                                                  others)
+        if plugin.roster:
+            uploads = roster.apply(uploads, roster.read_roster(root / plugin.roster), result.unmatched)
         chosen = {}  # (student, notebook) -> the upload graded
         groups = {}
         for upload in uploads:

@@ -54,6 +54,7 @@ TIME_FORMATS = ("%Y-%m-%d-%H-%M-%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "
                 "%Y-%m-%d %H:%M", "%Y-%m-%d-%H-%M", "%Y%m%d%H%M")
 ZONE_WORDS = re.compile(r"\s*(UTC|UCT|GMT|Z)$", re.I)
 SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by the archiver's system, not by a student
+MOODLE_FOLDER = re.compile(r"_assignsubmission_[a-z]+_$")  # "<full name>_<participant id>_assignsubmission_file_"
 BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # make a name display reversed
 COMPOUND_SURNAMES = ("欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "尉迟", "公孙", "慕容", "令狐", "长孙", "宇文",
                      "司徒", "夏侯", "轩辕", "端木", "独孤", "南宫", "西门", "万俟", "闻人", "赫连", "澹台", "公冶")
@@ -75,6 +76,9 @@ class LMSFileNames(FileNameCollectorPlugin):
                                            "'gb18030' (GBK, Windows on a Chinese system) or 'cp437'.").tag(config=True)
     timezone = Unicode("", help="The LMS's time zone (e.g. 'Asia/Shanghai'): times in file names and zip entries "
                                 "that carry no zone are read in it. Empty: this machine's zone.").tag(config=True)
+    roster = Unicode("", help="A CSV, relative to the course folder, mapping the ids the LMS writes to student "
+                              "numbers and names (see intake/roster.py). Empty: the LMS's ids are the students' "
+                              "ids.").tag(config=True)
     max_download_mb = Integer(2048, help="The most a download may expand to, in MiB: 2 GiB holds a class of 200 "
                                          "with 10 MB each (a notebook with its figures is usually under 5 MB); "
                                          "what lies beyond is listed, not unpacked.").tag(config=True)
@@ -300,9 +304,10 @@ def _archiver_file(upload) -> bool:
 
 
 def _unwrap(uploads, plugin):
-    """Look through one folder around the whole download (a teacher's re-zip) whose name is not a student's."""
+    """Look through folders around the whole download (a teacher's re-zip) whose names are not a student's, nor
+    a Moodle student's folder (which a pattern for another LMS does not match)."""
     while uploads and all(len(u.parts) > 1 for u in uploads) and len({u.parts[0] for u in uploads}) == 1:
-        if any(plugin.match(u.name, u.parts[0]) for u in uploads):
+        if MOODLE_FOLDER.search(uploads[0].parts[0]) or any(plugin.match(u.name, u.parts[0]) for u in uploads):
             break
         for upload in uploads:
             upload.parts = upload.parts[1:]
@@ -355,9 +360,9 @@ def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: l
                    if c and c["student_id"] != upload.student]
         if claimed:
             claims.setdefault(folder, set()).update(c["student_id"] for c in claimed)
-            claim_notes.append((folder, f"{upload.student}：{'文件夹' if folder else '文件名前缀'}由 LMS 写明是 {upload.student} 的，"
-                         f"其中的 {_shown(upload.shown)} 自称属于 {'、'.join(c['student_id'] for c in claimed)}，"
-                         f"仍算作 {upload.student} 的，不会交给别的学生"))
+            claim_notes.append((folder, f"{upload.student}：{_shown(upload.shown)} 自称属于 "
+                                f"{'、'.join(c['student_id'] for c in claimed)}，但 LMS 写明它是 {upload.student} "
+                                f"的（{'文件夹' if folder else '文件名前缀'}），仍算作 {upload.student} 的，不会交给别的学生"))
             own = claimed[0]["file_id"] if plugin.match(own) else own
         upload.notebook, why = _notebook(own, released, others or {})
         if why:
