@@ -67,6 +67,7 @@ LINK = "是符号链接（zip 中的链接不解开）"
 SPECIAL = "是特殊文件（设备、管道等），不解开"
 ENCRYPTED = "加了密码，无法解开"
 BROKEN = "在 zip 中已损坏（CRC 或压缩数据出错）"
+TOO_LARGE = f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"
 
 
 class LMSFileNames(FileNameCollectorPlugin):
@@ -199,11 +200,6 @@ def archive_names(infos, legacy="gb18030") -> list[str]:
             for info, name in zip(infos, marked)]
 
 
-def entry_name(info: zipfile.ZipInfo, legacy="gb18030") -> str:
-    """The name of one entry decoded alone (a zip of one entry)."""
-    return archive_names([info], legacy)[0]
-
-
 def name_problem(name: str) -> str:
     """Why a path in a download is not one an LMS writes ("" if it is)."""
     parts = re.split(r"[\\/]", name)
@@ -230,7 +226,6 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]
     bytes as they are written, nothing beyond the size limits; links, special entries and broken ones listed."""
     uploads, skipped, left = [], [], plugin.max_download_mb << 20
     beyond = f"超出下载解压后的上限 {plugin.max_download_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
-    too_large = f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
         for k, (info, name) in enumerate(zip(infos, archive_names(infos, plugin.zip_encoding))):
@@ -240,7 +235,7 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]
             why = (name_problem(name) or (LINK if stat.S_ISLNK(mode) else "")
                    or (SPECIAL if stat.S_IFMT(mode) not in (0, stat.S_IFREG) else "")  # 0: only permissions
                    or (ENCRYPTED if info.flag_bits & 0x1 else "")
-                   or (too_large if info.file_size > MAX_FILE_BYTES else "") or (beyond if left <= 0 else ""))
+                   or (TOO_LARGE if info.file_size > MAX_FILE_BYTES else "") or (beyond if left <= 0 else ""))
             if why or not _parts(name):
                 skipped.append((_shown(name), why or NOT_PLAIN))
                 continue
@@ -256,8 +251,9 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]
                 skipped.append((_shown(name), BROKEN))
             elif written < 0:  # stopped: more came out than the limit
                 target.unlink()
-                skipped.append((_shown(name), beyond if left <= MAX_FILE_BYTES else too_large))
-                left = 0 if left <= MAX_FILE_BYTES else left
+                download_full = left <= MAX_FILE_BYTES  # the download's limit stopped it, not the file's
+                skipped.append((_shown(name), beyond if download_full else TOO_LARGE))
+                left = 0 if download_full else left
             else:
                 left -= written
                 uploads.append(Upload(target, _parts(name), when))
@@ -292,7 +288,7 @@ def from_folder(folder: Path) -> tuple[list, list]:
         elif name_problem(shown):
             skipped.append((_shown(shown), NOT_PLAIN))
         elif path.stat().st_size > MAX_FILE_BYTES:
-            skipped.append((_shown(shown), f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"))
+            skipped.append((_shown(shown), TOO_LARGE))
         else:
             when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).replace(tzinfo=None)
             uploads.append(Upload(path, list(path.relative_to(folder).parts), when))
