@@ -266,3 +266,44 @@ def test_a_locked_gradebook_is_waited_for(tmp_path):
     assert still_waiting, f"grading one student takes {alone:.0f} s, yet it had ended after {hold:.0f} s with the lock held"
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert re.search(rf"a1_scoring\s+c01_honest\s+✔ {auto_points('a1_scoring'):g}/", out), out[-2000:]
+
+
+def test_identity_attacks_reach_no_other_student(tmp_path):
+    """The identity attacks of the hostile class, collected after the classmate's honest work: the classmate's
+    submission is untouched, each claim stays with its uploader (with a note), and a name no LMS writes makes
+    no student. Collected in the middle layer: grading would add nothing to whose work a file is."""
+    import shutil
+
+    from attncourse.grading.course import nbgrader_config
+    from attncourse.grading.intake import collect
+    hostile = load_hostile()
+    assert len(hostile.IDENTITY) >= 8
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    honest = nbformat.writes(nbformat.v4.new_notebook())
+    victim = hostile.VICTIM.split("_")[0]
+
+    def run(download):
+        return collect.collect(nbgrader_config(root), root, download, "a1_scoring", ["scoring.ipynb"],
+                               {"multihead.ipynb": "a2_multihead"})
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "first.zip", "w") as z:
+        z.writestr(f"{hostile.VICTIM}/scoring.ipynb", honest)
+    assert [t[0] for t in run(tmp_path / "first.zip").taken] == [victim]
+    result = run(hostile.write_identity_download(tmp_path / "attacks.zip", honest))
+    assert (root / "submitted" / victim / "a1_scoring" / "scoring.ipynb").read_text(encoding="utf-8") == honest
+    assert not (root / "submitted_earlier").exists()
+    own = {c["id"] for c in hostile.IDENTITY if c["expect"] == "own"}
+    assert own and sorted(p.name for p in (root / "submitted").iterdir()) == sorted(own | {victim})
+    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
+        assert sorted(s.id for s in gb.students) == sorted(own | {victim})
+    for case in hostile.IDENTITY:
+        if case["expect"] == "own":
+            text = (root / "submitted" / case["id"] / "a1_scoring" / "scoring.ipynb").read_text(encoding="utf-8")
+            assert case["id"] in text, case["what"]
+            assert any(n.startswith(case["id"]) and f"自称属于 {victim}" in n for n in result.notes), case["what"]
+    listed = [c for c in hostile.IDENTITY if c["expect"] == "listed"]
+    assert listed and len(result.unmatched) == len(listed), result.unmatched
+    shown = "\n".join(name for name, _ in result.unmatched)
+    assert "\x1b" not in shown and "\r" not in shown and "\u202e" not in shown

@@ -71,14 +71,21 @@ def released_ids(root, ids=None) -> list:
 def collect_download(root, source, assignment) -> collect.Collected:
     root = Path(root)
     [assignment] = released_ids(root, [assignment])
-    names = [p.name for p in folders(root).released_notebooks(assignment)]
-    result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names)
+    where = folders(root)
+    names = [p.name for p in where.released_notebooks(assignment)]
+    others = {p.name: p.parent.name for p in sorted(where.release().glob("*/*.ipynb")) if p.parent.name != assignment}
+    result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names, others)
     for student, notebook, when, name in result.taken:
         print(f"  ✔ {student}/{assignment}/{notebook} ← {for_terminal(name)}（{when:%Y-%m-%d %H:%M} UTC）")
     for line in result.notes:
         print(f"  ＝ {for_terminal(line, 2000)}")
-    for name, why in result.unmatched:
-        print(f"  ✘ 未收集 {for_terminal(name)}：{why}")
+    for why, count, examples in collect.grouped(result.unmatched):
+        more = f" 等 {count} 个" if count > len(examples) else ""
+        print(f"  ✘ 未收集 {count} 个：{why}：{for_terminal('、'.join(examples), 400)}{more}")
+    if result.unmatched:
+        listing = root / "build" / f"collect-{assignment}-未收集.txt"
+        collect.write_listing(listing, result.unmatched)
+        print(f"  未收集的每个文件及原因：{listing.relative_to(root)}")
     print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.unmatched)} 个文件未能收集")
     return result
 
