@@ -60,7 +60,6 @@ def cmd_collect(args):
 
 
 def cmd_grade(args):
-    print("course grade：载入评分程序（nbgrader、torch）……", flush=True)  # the imports below take seconds
     from .grading import commands
     commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir, args.cluster)
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
@@ -179,8 +178,14 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         args.root = Path(args.root or find_root()).resolve()
-        from .grading.commands import ToolchainError
-        from .grading.release.student_version import LeakError, ReleaseRefused
+    except FileNotFoundError as exc:
+        print(f"\n✘ {exc}", file=sys.stderr)
+        return 1
+    if args.command == "grade":  # its first line within a second: the imports below take several
+        print("course grade：载入评分程序（nbgrader、torch）……", flush=True)
+    from .grading.commands import ToolchainError
+    from .grading.release.student_version import LeakError, ReleaseRefused
+    try:
         return args.func(args) or 0
     except (ToolchainError, LeakError, ReleaseRefused, FileNotFoundError, ValueError) as exc:
         print(f"\n✘ {exc}", file=sys.stderr)
