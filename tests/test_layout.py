@@ -143,3 +143,20 @@ def test_each_stage_says_what_comes_in_and_goes_out():
         if stage not in ("shared", "commands"):
             doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
             assert " in," in doc and "out," in doc, f"{init}: the docstring should say what comes in and goes out"
+
+
+
+def stage(module: str) -> str:
+    """The stage folder of a grading module ('' for anything else)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["attncourse", "grading"] and len(parts) > 3 else ""
+
+
+def test_publish_stands_beside_run():
+    """publish/ reads what grading left (records, the gradebook, autograded notebooks) through the shared
+    modules, never run/'s own code, and run/ never imports publish/."""
+    edges = graph()
+    assert any(stage(a) == "publish" for a in edges) and any(stage(a) == "run" for a in edges)
+    crossing = [f"{a} imports {b}" for a, targets in edges.items() for b in targets
+                if {stage(a), stage(b)} == {"publish", "run"}]
+    assert crossing == []
