@@ -1,16 +1,23 @@
 """The run stage's decisions, in seconds: what `grade_one` keeps, fails, holds or gives up on, with nbgrader's
 converter replaced by a fake that writes what a real run writes (the gradebook's grades, the autograded
-notebook, the execute step's `SubmissionResult`). The real converter and kernel are the end-to-end tests'."""
+notebook, the execute step's `SubmissionResult`); and the execute step against a fake kernel: a cell's output
+capped, an interrupt answered or not, a kernel that dies. The real converter and kernel are the end-to-end
+tests'."""
+import asyncio
+import queue
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbclient.exceptions import DeadKernelError
 from nbgrader.api import Gradebook
+from nbgrader.preprocessors import Execute
 
 from attncourse.grading.intake.staging import Intake
-from attncourse.grading.model import Status
+from attncourse.grading.model import Status, SubmissionResult
 from attncourse.grading.records import read_record
 from attncourse.grading.run import autograde
+from attncourse.grading.run.execution import CRASHED, CourseExecute, Instructor, SubmissionFailed, hung
 from conftest import small_course
 
 STUDENTS = iter(range(2023000100, 2023000200))
@@ -124,3 +131,75 @@ def test_a_lost_cluster_records_nothing(course):
     with pytest.raises(ConnectionError):
         autograde.grade_one(cfg, root, intake, scratch, workers=LostWorkers())
     assert read_record(root, "a", sid) is None and FakeAutograde.runs == 0
+
+
+# --- the execute step against a fake kernel client: its messages, an unanswered interrupt, a dead kernel -------
+
+class FakeChannel:
+    def __init__(self, answers):
+        self.answers = answers
+
+    async def get_msg(self, timeout=None):
+        if not self.answers:
+            raise queue.Empty
+        return self.answers.pop(0)
+
+
+class FakeKernel:
+    """What CourseExecute reads of a kernel manager and client after an interrupt."""
+
+    def __init__(self, answers=()):
+        self.interrupted = 0
+        self.shell_channel = FakeChannel(list(answers))
+
+    async def interrupt_kernel(self):
+        self.interrupted += 1
+
+
+def _execute(**config):
+    step = CourseExecute(**config)
+    step.reset_execution_trackers()  # what nbclient sets up before a notebook runs, and before a cell runs:
+    step.clear_before_next_output = False
+    step.result = SubmissionResult()
+    return step
+
+
+def _stream(text):
+    return {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {},
+            "content": {"name": "stdout", "text": text}}
+
+
+def test_a_cells_output_is_capped_with_one_note():
+    step = _execute(max_output_bytes=1000)
+    step._kept_bytes, outs = {}, []
+    for _ in range(50):
+        step.output(outs, _stream("x" * 100), None, 0)
+    kept = "".join(o.get("text", "") for o in outs)
+    assert kept.count("输出过多") == 1 and kept.count("x") <= 1000 and len(outs) < 50
+
+
+def test_a_kernel_that_ignores_the_interrupt_fails_the_submission_as_hung():
+    step = _execute(timeout=30, interrupt_grace=0)
+    step.km = step.kc = FakeKernel()
+    with pytest.raises(SubmissionFailed):
+        asyncio.run(step._async_handle_timeout(30))
+    assert step.km.interrupted == 1 and step.result.failure == hung(30)
+
+
+def test_a_kernel_that_answers_the_interrupt_goes_on():
+    step = _execute(timeout=30, interrupt_grace=0)
+    step.km = step.kc = FakeKernel(answers=[{"content": {"status": "error"}}])
+    asyncio.run(step._async_handle_timeout(30))
+    assert step.km.interrupted == 1 and step.result.failure == ""
+
+
+def test_a_dead_kernel_fails_the_submission_as_crashed(monkeypatch):
+    def dies(self, nb, resources, km=None):
+        raise DeadKernelError("Kernel died")
+
+    monkeypatch.setattr(Execute, "preprocess", dies)
+    step = _execute()
+    step._send = None
+    with pytest.raises(SubmissionFailed):
+        step.run(nbformat.v4.new_notebook(), {}, Instructor({}, [], []), step.result)
+    assert step.result.failure == CRASHED
