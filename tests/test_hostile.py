@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -20,6 +19,7 @@ from nbgrader.api import Gradebook
 
 from attncourse.grading.records import read_record
 from attncourse.grading.release import student_version as release
+
 from conftest import ROOT, auto_points, copy_course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]

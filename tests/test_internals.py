@@ -143,6 +143,7 @@ def test_autograde_runs_nbgraders_execute_step():
     from attncourse.grading.course import nbgrader_config
     from attncourse.grading.run.autograde import grading_config
     from attncourse.grading.run.execution import CourseExecute
+
     from conftest import ROOT
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"

@@ -14,6 +14,7 @@ from attncourse.grading.publish import feedback, report
 from attncourse.grading.publish.export import LMSExport
 from attncourse.grading.records import hold_for_review, outcome_from_record, write_record
 from attncourse.grading.release import student_version
+
 from conftest import ROOT
 
 HIDDEN_LINE = "assert double(21) == 42, '二十一的两倍不对'"
@@ -143,6 +144,7 @@ def test_a_review_decision_is_one_step_and_recorded(course, monkeypatch):
     """`course review` lists the held submission with its flags, `--accept` releases its points in one step and
     records who and when; the export then shows the score. (Runs last: it changes the course.)"""
     from attncourse.grading.records import read_record
+
     from conftest import course as run_course
     root, _, _ = course
     for sid in STUDENTS:

@@ -43,8 +43,9 @@ def all_figures():
 
 
 def write_all(img_dir):
-    from ..plotting import use_course_style
     import matplotlib
+
+    from ..plotting import use_course_style
     matplotlib.use("Agg")
     written = []
     for filename, writer in sorted(all_figures().items()):

@@ -22,7 +22,7 @@ def write_variants(path):
     # Drawn at slide size: about 11.5 inches wide once cropped, so that it fills 80% of a 1280-px slide at 1:1
     # and its smallest text (14 pt) reads from the back row.
     fig, axes = plt.subplots(1, 3, figsize=(14.85, 4.2))
-    for ax, (groups, title, subtitle) in zip(axes, panels):
+    for ax, (groups, title, subtitle) in zip(axes, panels, strict=True):
         ax.set_xlim(-0.6, num_heads - 0.4)
         ax.set_ylim(-0.65, 3.3)
         ax.axis("off")

@@ -4,7 +4,6 @@ Each writer draws one figure with matplotlib and saves it to `path` (SVG in the 
 matplotlib knows works, which helps when checking a figure by eye). `course figures` calls them after
 `attncourse.plotting.use_course_style()`, so Chinese labels render.
 """
-import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from . import canvas, save

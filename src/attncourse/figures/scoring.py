@@ -3,7 +3,6 @@
 Each writer draws one schematic with matplotlib and saves it to `path`; `course figures` calls them
 after `use_course_style()`, so Chinese labels use the course's CJK font.
 """
-import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
 from . import canvas, save

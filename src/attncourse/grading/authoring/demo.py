@@ -17,6 +17,7 @@ from ..cells import is_test_cell
 from ..course import assignments, copy_course_files
 from ..release.student_version import ReleaseRefused
 from .variants import answered, load_catalog
+
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
 CRASH = "import os\nos._exit(1)  # 演示：内核崩溃\n"
 LOOP = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # 演示：忽略 Ctrl-C 的死循环\n"

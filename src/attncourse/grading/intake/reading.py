@@ -121,7 +121,7 @@ def read(path) -> tuple:
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
-    except Exception:  # anything nbformat cannot upgrade or validate: keep the cells, drop the rest
+    except Exception:  # noqa: BLE001 - anything nbformat cannot upgrade or validate: keep the cells, drop the rest
         nb = _rebuilt(raw)
         notes.append("notebook 格式不完全合法，已按单元格内容重建（输出未保留）")
     kept = keep_student_outputs(nb)

@@ -191,8 +191,8 @@ def _limit_output(chars):
     """From now on at most `chars` characters of stdout and of stderr per cell leave the kernel, then one note:
     a thread that prints forever costs the grader no messages to read (the grader keeps less than this), and
     the cell little time."""
-    from IPython import get_ipython
     from ipykernel.iostream import OutStream
+    from IPython import get_ipython
     streams = [s for s in (sys.stdout, sys.stderr) if isinstance(s, OutStream)]
     sent = dict.fromkeys(map(id, streams), 0)
 
@@ -411,9 +411,9 @@ def serve(request):
         if len(reply.text) > wire.MAX_REPLY:
             raise ValueError(f"返回的结果过大（超过 {wire.MAX_REPLY >> 20} MB）")
         return reply
-    except BaseException as exc:  # the student's code may raise anything, KeyboardInterrupt included
+    except BaseException as exc:  # noqa: BLE001 - the student's code may raise anything, KeyboardInterrupt included
         try:
             evalue = str(exc)[:2000]
-        except Exception:  # an exception whose str() fails
+        except Exception:  # noqa: BLE001 - an exception whose str() fails
             evalue = ""
         return Reply({"error": {"ename": type(exc).__name__, "evalue": evalue, "where": _where(exc)}})

@@ -89,7 +89,7 @@ def run_test_cell(source, grade_id, namespace, session) -> Verdict:
         return Verdict(False, f"无法读取你的代码返回的结果：{text.cap(exc, 200)}")
     except KernelLost:
         raise
-    except Exception as exc:  # e.g. the student's function returned a list where a tensor was expected
+    except Exception as exc:  # noqa: BLE001 - e.g. the student's function returned a list where a tensor was expected
         return Verdict(False, f"{type(exc).__name__}: {str(exc)[:500]}")
     finally:
         checks.SESSION.reset(token)

@@ -70,7 +70,7 @@ def release(cfg, root, assignment, force=False, say=print) -> list:
     checked = release_all(cfg, root, [assignment])
     done = record(root)
     done[assignment] = {
-        "released": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "released": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "release": checksums(root / "release" / assignment),
         "source": checksums(root / "source" / assignment)}
     write_atomic(root / RECORD, json.dumps(done, ensure_ascii=False, indent=1, sort_keys=True))

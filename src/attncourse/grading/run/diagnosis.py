@@ -186,7 +186,7 @@ def _same(mine, theirs) -> bool:
     if len(mine) != len(theirs):
         return False
     import torch
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
         if not a.is_floating_point():

@@ -19,7 +19,7 @@ NBGRADER_EXECUTION) is a note for the TA, never a hold.
 import ast
 import importlib.util
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from ..syntax import dotted, module_aliases, python_source
 
@@ -88,7 +88,7 @@ def _matches(path, prefixes):
     return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _installed(module):
     """Whether a top-level module exists in the grader's environment (else the student wrote it: unreadable)."""
     try:
