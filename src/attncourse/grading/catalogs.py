@@ -20,8 +20,10 @@ A catalog defines:
 import ast
 import copy
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
@@ -29,19 +31,22 @@ from nbformat import NotebookNode
 from .cells import cells_by_id
 
 
-def load_catalog(root, assignment) -> ModuleType:
+def load_catalog(root: str | os.PathLike[str], assignment: str) -> ModuleType:
     path = Path(root) / "catalog" / f"{assignment}.py"
     spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def source_notebook(root, assignment, catalog) -> NotebookNode:
-    return nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+def source_notebook(root: str | os.PathLike[str], assignment: str, catalog: ModuleType) -> NotebookNode:
+    nb: NotebookNode = nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    return nb
 
 
-def with_code(nb, cells=None, edits=None) -> NotebookNode:
+def with_code(nb: NotebookNode, cells: dict[str, str] | None = None,
+              edits: dict[str, list[tuple[str, str]]] | None = None) -> NotebookNode:
     """A copy of `nb` with solution cells replaced (`cells`) or edited (`edits`)."""
     nb = copy.deepcopy(nb)
     by_id = cells_by_id(nb)
@@ -57,14 +62,14 @@ def with_code(nb, cells=None, edits=None) -> NotebookNode:
     return nb
 
 
-def deck_definitions(catalog_file, deck, names) -> dict:
+def deck_definitions(catalog_file: str | os.PathLike[str], deck: str, names: dict[str, str]) -> dict[str, str]:
     """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
     that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
     definition of a name wins. Empty when the course has no decks (a copy made without them)."""
     path = Path(catalog_file).resolve().parents[1] / deck
     if not path.is_file():
         return {}
-    found = {}
+    found: dict[str, Any] = {}
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type != "code":
             continue

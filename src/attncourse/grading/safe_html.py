@@ -9,6 +9,7 @@ to `autograded/`, so formgrader never sees the student's markup.
 import functools
 import re
 from html.parser import HTMLParser
+from typing import Any
 
 import bleach
 from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
@@ -22,7 +23,7 @@ COURSE_CLASSES = {"course-title"}  # the title slide; the course's verdict badge
 PROTOCOLS = ["http", "https", "mailto", "attachment"]  # links; images without a scheme are the course's files
 
 
-def _attribute(tag, name, value):
+def _attribute(tag: str, name: str, value: str) -> bool:
     if name == "class":
         return tag == "div" and value in COURSE_CLASSES
     if tag == "img":
@@ -33,22 +34,23 @@ def _attribute(tag, name, value):
 ATTRIBUTES = {tag: _attribute for tag in TAGS}
 
 
-def sanitizer(**kwargs) -> SanitizeHTML:
+def sanitizer(**kwargs: Any) -> SanitizeHTML:
     return SanitizeHTML(tags=TAGS, attributes=ATTRIBUTES, **kwargs)
 
 
 def clean_html(text: str) -> str:
-    return bleach.clean(text, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+    cleaned: str = bleach.clean(text, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+    return cleaned
 
 
 class _Probe(HTMLParser):
     """Whether rendered HTML holds anything the sanitizer would remove."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.unsafe = False
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in TAGS:
             self.unsafe = True
         for name, value in attrs:
@@ -72,7 +74,7 @@ def safe_markdown(source: str) -> str:
     return clean_html(rendered) if probe.unsafe else source
 
 
-def sanitize_notebook(nb) -> NotebookNode:
+def sanitize_notebook(nb: NotebookNode) -> NotebookNode:
     """Make a student's notebook inert for a browser, in place: markup sanitized in every cell and output,
     attachments other than images dropped, widget state removed."""
     clean = sanitizer()
