@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import nbformat
-from nbformat import NotebookNode
 from distributed import Client, KilledWorker, WorkerPlugin, get_worker
 from distributed.client import FutureCancelledError
+from nbformat import NotebookNode
 from traitlets import Integer, Unicode
 from traitlets.config import Config, Configurable
 
