@@ -46,7 +46,8 @@ class Browser:
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(executable_path=exe, args=FLAGS)
         self.page = self._browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
-        self.requests, self.dialogs = [], []
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("dialog", self._dialog)
 

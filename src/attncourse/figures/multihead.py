@@ -54,9 +54,9 @@ def write_architecture(path):
     # Concatenation: one column with a coloured slot per head.
     bar_x, bar_w, bar_top, bar_bottom = 7.45, 0.6, 4.3, -0.8
     slot = (bar_top - bar_bottom) / 4
-    for k, color in enumerate([HEAD_COLORS[0], HEAD_COLORS[1], None, HEAD_COLORS[2]]):
+    for k, head_color in enumerate([HEAD_COLORS[0], HEAD_COLORS[1], None, HEAD_COLORS[2]]):
         y0 = bar_top - (k + 1) * slot
-        ax.add_patch(Rectangle((bar_x, y0), bar_w, slot, facecolor=(color + "77") if color else "white",
+        ax.add_patch(Rectangle((bar_x, y0), bar_w, slot, facecolor=(head_color + "77") if head_color else "white",
                                edgecolor=EDGE, linewidth=1.2))
     ax.text(bar_x + bar_w / 2, bar_top - 2.5 * slot, r"$\vdots$", ha="center", va="center", fontsize=LABEL)
 
