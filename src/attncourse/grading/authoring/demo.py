@@ -59,7 +59,9 @@ def _two_bugs_in_different_cells(variants: list[dict[str, Any]]) -> list[dict[st
 
 
 def _first_solution_cell(nb: NotebookNode) -> NotebookNode:
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")  # type: ignore[no-any-return]  # nbformat is not annotated
+    cell: NotebookNode = next(c for c in nb.cells
+                              if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    return cell
 
 
 def demo_notebooks(root: str | os.PathLike[str], assignment: str) -> tuple[str, dict[str, str]]:

@@ -26,7 +26,9 @@ def _meta(grade_id: str, **kw: Any) -> dict[str, Any]:
 
 
 def _title(text: str) -> NotebookNode:
-    return new_markdown_cell(f"<h1>{text}</h1>", metadata={"tags": [TITLE_TAG], "slideshow": {"slide_type": "slide"}})  # type: ignore[no-any-return]  # nbformat is not annotated
+    cell: NotebookNode = new_markdown_cell(f"<h1>{text}</h1>",
+                                           metadata={"tags": [TITLE_TAG], "slideshow": {"slide_type": "slide"}})
+    return cell
 
 
 def source_notebook(title: str, deck_name: str) -> NotebookNode:

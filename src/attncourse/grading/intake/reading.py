@@ -70,12 +70,13 @@ def _rebuilt(raw: dict[str, Any]) -> NotebookNode:
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
         meta = {k: v for k, v in (cell.get("metadata") or {}).items() if k == "nbgrader"}
-        make: Callable[..., NotebookNode] = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}.get(
-            str(cell.get("cell_type")), nbformat.v4.new_raw_cell)
+        makers: dict[Any, Callable[..., NotebookNode]] = {"code": nbformat.v4.new_code_cell,
+                                                          "markdown": nbformat.v4.new_markdown_cell}
+        make: Callable[..., NotebookNode] = makers.get(cell.get("cell_type"), nbformat.v4.new_raw_cell)
         cells.append(make(source, metadata=meta))
-    nb: NotebookNode = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": raw.get("metadata", {}).get("kernelspec")
-                                                             or {"name": "python3", "display_name": "Python 3",
-                                                                 "language": "python"}})
+    kernelspec = raw.get("metadata", {}).get("kernelspec") or {"name": "python3", "display_name": "Python 3",
+                                                              "language": "python"}
+    nb: NotebookNode = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec})
     return nb
 
 

@@ -48,7 +48,8 @@ class Reply:
         return {MIME: self.text}
 
 
-_served: dict[str, Any] | None = None  # a namespace this process serves requests for itself (see `serving`), else the kernel's
+# a namespace this process serves requests for itself (see `serving`), else the kernel's
+_served: dict[str, Any] | None = None
 
 
 def _user_ns() -> dict[str, Any]:

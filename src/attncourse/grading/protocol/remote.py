@@ -135,7 +135,8 @@ class Session:
         self.cell: str | None = None  # grade_id of the running test cell
         # (answer, names as the test wrote them, reason) while the running cell forbids some
         self.forbidden: tuple[str, list[str], str] | None = None
-        self.answer_of: dict[str | None, str] = {}  # test grade_id -> the answer (solution grade_id) its forbid() is about
+        # test grade_id -> the answer (solution grade_id) its forbid() is about
+        self.answer_of: dict[str | None, str] = {}
         self.forbidden_answers: dict[str, str] = {}  # answer -> message, once a test found a forbidden call for it
         # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self.tampered: list[str] = []

@@ -38,7 +38,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 def tensor_payload(t: torch.Tensor, param: bool = False, grad: dict[str, Any] | None = None) -> dict[str, Any]:
     t = t.detach().to("cpu").contiguous()
     data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-    payload: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape), "data": base64.b64encode(data).decode()}
+    payload: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                               "data": base64.b64encode(data).decode()}
     if param:
         payload["param"] = True
     if grad is not None:
