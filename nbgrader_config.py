@@ -53,6 +53,8 @@ c.FileNameCollectorPlugin.named_regexp = r"^(?P<student_id>[A-Za-z0-9]+)_(?P<ful
 # The LMS's clock: times in file names and in the zip that carry no zone are read in this zone (all times are
 # compared in UTC). Empty: the grading machine's own zone.
 c.LMSFileNames.timezone = "Asia/Shanghai"
+# The most a download may expand to (MiB), counted while unpacking: a class of 200 with 10 MB each.
+c.LMSFileNames.max_download_mb = 2048
 
 # `course export` and `nbgrader export`: one row per student for the LMS (学号, 姓名, each assignment, 总分, 说明).
 c.ExportApp.plugin_class = "attncourse.grading.publish.export.LMSExport"

@@ -23,11 +23,11 @@ from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
 from attncourse.config import find_root
+from attncourse.grading import commands
 from attncourse.grading.authoring import demo
 from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
 from attncourse.grading.publish import feedback
 from attncourse.grading.release import student_version as release
-from attncourse.grading.run import autograde
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 
@@ -84,10 +84,10 @@ def main():
                                    for a, s in pairs])
         t_assignment = timed(lambda: [run([nbgrader, "autograde", a, "--force"], per_assignment)
                                       for a in sorted({a for a, _ in pairs})])
-        t_ours = timed(lambda: autograde.grade_class(nbgrader_config(ours), pairs, jobs=args.jobs, warn=quiet))
-        t_cold = timed(lambda: autograde.grade_class(nbgrader_config(cold), pairs, jobs=args.jobs, warn=quiet,
+        t_ours = timed(lambda: commands.grade_submissions(nbgrader_config(ours), pairs, jobs=args.jobs, warn=quiet))
+        t_cold = timed(lambda: commands.grade_submissions(nbgrader_config(cold), pairs, jobs=args.jobs, warn=quiet,
                                                      preload=False))
-        t_open = timed(lambda: autograde.grade_class(nbgrader_config(open_), pairs, jobs=args.jobs, warn=quiet))
+        t_open = timed(lambda: commands.grade_submissions(nbgrader_config(open_), pairs, jobs=args.jobs, warn=quiet))
 
         base = cell_scores(per_student, pairs)
         same = all(base == cell_scores(c, pairs) for c in (per_assignment, ours, cold, open_))
@@ -110,7 +110,7 @@ def profile(root, tmp, quiet):
     """Where a sandboxed notebook's seconds go, graded one at a time so that no step waits on another."""
     course, pairs = scratch_course(root, tmp, "profile", '\nc.Sandbox.mode = "required"\n')
     start = time.perf_counter()
-    outcomes = autograde.grade_class(nbgrader_config(course), pairs, jobs=1, warn=quiet)
+    outcomes = commands.grade_submissions(nbgrader_config(course), pairs, jobs=1, warn=quiet)
     total = time.perf_counter() - start
     shares = {}
     for outcome in outcomes:

@@ -16,7 +16,7 @@ answers that the text leaves open, kept to prove the tests do not punish them. T
 aliased or wrapped, lose every test cell of their question and nothing else.
 """
 
-from attncourse.grading.catalogs import deck_definitions
+from attncourse.grading.deck_code import deck_definitions
 
 NOTEBOOK = "scoring"
 

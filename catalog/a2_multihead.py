@@ -9,7 +9,7 @@ shortcuts (`nn.MultiheadAttention`, `F.scaled_dot_product_attention`, `d2l.Multi
 wrapped, lose every test cell of exercise 2 and nothing else.
 """
 
-from attncourse.grading.catalogs import deck_definitions
+from attncourse.grading.deck_code import deck_definitions
 
 NOTEBOOK = "multihead"
 

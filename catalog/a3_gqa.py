@@ -8,7 +8,7 @@ and loops where the reference reshapes). `ALSO_CORRECT["deck"]` is the code the 
 source solution. Each variant lists the exact test cells that must lose points (no cascade between questions).
 """
 
-from attncourse.grading.catalogs import deck_definitions
+from attncourse.grading.deck_code import deck_definitions
 
 NOTEBOOK = "gqa"
 

@@ -9,7 +9,7 @@ Editors and platforms: JupyterLab 4, classic Notebook 6 (nbformat 4.4, no cell i
 `transient` output key), PyCharm (indent 2), Colab (nbformat 4.0, `!pip install d2l`), a Windows tool (UTF-8 BOM,
 CRLF). LMS habits: a GBK zip made by Windows, a UTF-8 zip, a download with a folder per student, a blank upload
 followed by the answer in the same minute (`x (1)`, `x（1）`, `x-2`), a later upload under another name, a late
-upload in a second download, macOS's `__MACOSX` entries. Code habits (REFERENCE.md, "Real classes"): the conda
+upload in a second download, macOS's `__MACOSX` entries. Code habits: the conda
 fix `KMP_DUPLICATE_LIB_OK`, SimHei in matplotlib, `print(torch.__version__)`, magics, `tqdm`, seeds and cudnn
 flags, type hints, `from __future__ import annotations`, try/except imports, helper functions, comments,
 self-checks against the PyTorch functions the exercise forbids, saved outputs.

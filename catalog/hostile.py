@@ -434,6 +434,50 @@ CASES = [
 ]
 
 
+# Identity attacks: uploads whose names claim a classmate's work or invent a student. Whose work a file is is
+# decided by `course collect` from the LMS download, before any grading (grading would add nothing), so these
+# cases are a download: every attacker's entry (`{me}`: the attacker's own LMS folder `<id>_<name>`,
+# `{victim}`: the classmate's `<id>_<name>`), uploaded after the classmate's honest work was collected.
+# `expect`: "own" (collected as the attacker's own, with a note naming the claim) or "listed" (not collected,
+# listed with why; no student is made from it).
+VICTIM = "2026000001_韩梅梅"
+IDENTITY = [
+    {"id": "2026000070", "what": "在自己的文件夹里上传以同学学号姓名命名的文件", "entry": "{me}/{victim}_scoring.ipynb",
+     "expect": "own"},
+    {"id": "2026000071", "what": "在自己的文件夹里建一个以同学命名的文件夹", "entry": "{me}/{victim}/scoring.ipynb",
+     "expect": "own"},
+    {"id": "2026000072", "what": "平铺下载中，LMS 前缀之后写上同学的学号姓名", "entry": "{me}_{victim}_scoring.ipynb",
+     "expect": "own"},
+    {"id": "2026000073", "what": "用 ../ 从自己的文件夹跳到同学的名下", "entry": "{me}/../{victim}_scoring (1).ipynb",
+     "expect": "listed"},
+    {"id": "2026000074", "what": "以 ../ 开头的名字造出一名学生", "entry": "../2026000074_幽灵_scoring.ipynb",
+     "expect": "listed"},
+    {"id": "2026000075", "what": "绝对路径", "entry": "/tmp/{victim}_scoring.ipynb", "expect": "listed"},
+    {"id": "2026000076", "what": "Windows 盘符路径", "entry": "C:\\{victim}_scoring.ipynb", "expect": "listed"},
+    {"id": "2026000077", "what": "名字里带终端控制字符（伪造一行输出）", "entry": "2026000077_攻\x1b[1A\r✔ 击者_scoring.ipynb",
+     "expect": "listed"},
+    {"id": "2026000078", "what": "名字里带反转显示方向的字符", "entry": "2026000078_攻击者\u202e_bkpyni.ipynb",
+     "expect": "listed"},
+    {"id": "2026000079", "what": "超过 255 字节的名字", "entry": "2026000079_" + "长" * 100 + "_scoring.ipynb",
+     "expect": "listed"},
+]
+
+
+def identity_entry(case) -> str:
+    return case["entry"].format(me=f"{case['id']}_攻击者", victim=VICTIM)
+
+
+def write_identity_download(path, honest: str) -> Path:
+    """The download with the classmate's honest upload and every identity attack (each a notebook whose source
+    names its case), as an LMS zip with the names written exactly as given."""
+    import zipfile
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(zipfile.ZipInfo(f"{VICTIM}/scoring.ipynb", (2026, 10, 9, 20, 0, 0)), honest)
+        for case in IDENTITY:
+            z.writestr(zipfile.ZipInfo(identity_entry(case), (2026, 10, 9, 23, 0, 0)),
+                       honest.replace("\"cells\"", f"\"attack\": \"{case['id']}\", \"cells\"", 1))
+    return Path(path)
+
 def _notebook(root, case):
     catalog = load_catalog(root, case["assignment"])
     src = source_notebook(root, case["assignment"], catalog)

@@ -65,6 +65,16 @@ path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(settings, indent=1))
 PY
 
+# --- formgrader as the course uses it: holds recorded, math offline, no buttons around the course's checks
+#     (src/attncourse/grading/publish/formgrader.py) ---
+#     (`jupyter server extension enable` refuses an extension no config file names yet: write the file)
+.venv/bin/python - <<'PY'
+import json, pathlib, sys
+path = pathlib.Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "attncourse.json"
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text(json.dumps({"ServerApp": {"jpserver_extensions": {"attncourse.grading.publish.formgrader": True}}}))
+PY
+
 # --- git stores decks and sources clean, whatever a presenting session saved into them (.gitattributes) ---
 if git rev-parse --git-dir >/dev/null 2>&1; then
   git config filter.course-notebook.clean '.venv/bin/course tidy --stdin %f'

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbgrader.api import Gradebook
 
+from attncourse.grading import commands
 from attncourse.grading.authoring.variants import catalog_cases, deck_only, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id, has_hidden_tests, is_test_cell, test_cell_ids
 from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
+from attncourse.grading.model import Status
+from attncourse.grading.records import Record, hold, outcome, write_record
 from attncourse.grading.release import student_version as release
-from attncourse.grading.run import autograde
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = assignments(ROOT)
@@ -112,7 +116,7 @@ def catalog_grades(catalog_course, unit):
             pairs.append((unit, student))
         # grading waits on kernels more than it computes: twice the cores grades a catalog about 20% faster
         # (a2 on 2 cores: 114 s with 2 jobs, 92 s with 4), with the same outcomes
-        outcomes = autograde.grade_class(nbgrader_config(root, submitted), pairs, jobs=2 * (os.cpu_count() or 1),
+        outcomes = commands.grade_submissions(nbgrader_config(root, submitted), pairs, jobs=2 * (os.cpu_count() or 1),
                                          warn=lambda line: None)
         _GRADED[unit] = {
             "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
@@ -166,3 +170,65 @@ def postgres():
     finally:
         run(_postgres_bin("pg_ctl"), "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- a small course built in the test: one released assignment, a gradebook, no kernel ---------------------
+
+HIDDEN_LINE = "assert double(21) == 42, '二十一的两倍不对'"
+
+
+def _meta(**kw):
+    return {"nbgrader": {"schema_version": 3, "locked": False, "solution": False, "grade": False, **kw}}
+
+
+def small_source_notebook():
+    return new_notebook(cells=[
+        new_code_cell("import math", metadata=_meta(grade_id="imports", locked=True)),
+        new_code_cell("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+                      metadata=_meta(grade_id="double", solution=True)),
+        new_code_cell('"""double 把输入乘以 2"""\nassert double(1) == 2\n### BEGIN HIDDEN TESTS\n'
+                      f"{HIDDEN_LINE}\n### END HIDDEN TESTS",
+                      metadata=_meta(grade_id="test_double", grade=True, locked=True, points=5)),
+        new_markdown_cell("为什么？\n\n=== BEGIN MARK SCHEME ===\n因为。\n=== END MARK SCHEME ===",
+                          metadata=_meta(grade_id="why", grade=True, solution=True, points=2))],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+STUDENTS = {"2023000001": ("张", "三", True), "2023000002": ("欧阳", "娜娜", False), "2023000003": ("李", "四", True)}
+
+
+def small_course(root):
+    """Assignment `a` released in `root`; three students: full marks, a failed test, and one held for review."""
+    for name in ("nbgrader_config.py", "course.toml"):
+        shutil.copy(ROOT / name, root / name)
+    (root / "build").mkdir()
+    (root / "build" / "vendor").symlink_to(ROOT / "build" / "vendor")
+    (root / "source" / "a").mkdir(parents=True)
+    nbformat.write(small_source_notebook(), root / "source" / "a" / "work.ipynb")
+    cfg = nbgrader_config(root)
+    release.release(cfg, root, "a", say=lambda _: None)
+    released = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
+    db = cfg.CourseDirectory.db_url
+    with Gradebook(db) as gb:
+        for sid, (last, first, passed) in STUDENTS.items():
+            gb.update_or_create_student(sid, last_name=last, first_name=first)
+            gb.add_submission("a", sid)
+            test = gb.find_grade("test_double", "work", "a", sid)
+            test.auto_score, test.needs_manual_grade = (5 if passed else 0), False
+            gb.find_grade("why", "work", "a", sid).needs_manual_grade = True
+        gb.db.commit()
+    for sid, (_, _, passed) in STUDENTS.items():
+        nb = nbformat.from_dict(released)
+        nb.cells[1].source = "def double(x):\n    return x + x" if passed else "def double(x):\n    return x"
+        if not passed:
+            nb.cells[2].outputs = [new_output("error", ename="AssertionError", evalue="double(1) 应为 2",
+                                              traceback=[])]
+        nb.cells[3].source = "<b>因为</b>要加倍。<script>alert(1)</script>"
+        (root / "autograded" / sid / "a").mkdir(parents=True)
+        nbformat.write(nb, root / "autograded" / sid / "a" / "work.ipynb")
+        held = hold(db, "a", sid, None) if sid == "2023000003" else {}
+        write_record(root, "a", sid, Record(Status.GRADED, flags=["单元格 #2：导入了 socket 模块"] if held else [],
+                                            held=held))
+    write_record(root, "a", "2023000004", Record(Status.FAILED, reason="内核崩溃"))
+    outcomes = [outcome(db, root, "a", sid) for sid in [*STUDENTS, "2023000004"]]
+    return root, cfg, outcomes

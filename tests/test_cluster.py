@@ -59,7 +59,6 @@ def _graded(root):
         for path in sorted((records_dir(root) / UNIT).glob("*.json")):
             student = path.stem
             record = read_record(root, UNIT, student)
-            record.pop("seconds", None)
             cells = {g.cell.name: (g.auto_score, g.needs_manual_grade)
                      for nb in gb.find_submission(UNIT, student).notebooks for g in nb.grades}
             found[student] = (record, cells)

@@ -7,7 +7,7 @@ from attncourse.grading.run import flags
 IMPORTS = ["import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
            "from d2l import torch as d2l"]
 
-# What honest students put in their notebooks (REFERENCE.md, "Real classes"), and other ordinary code.
+# What honest students put in their notebooks (the harmless idioms of real classes), and other ordinary code.
 HONEST = [
     'import os\nos.environ["KMP_DUPLICATE_LIB_OK"] = "TRUE"',
     'import matplotlib.pyplot as plt\nplt.rcParams["font.sans-serif"] = ["SimHei"]\nplt.rcParams["axes.unicode_minus"] = False',

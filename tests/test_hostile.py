@@ -17,7 +17,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from attncourse.grading.records import read_record
+from attncourse.grading.model import Status
+from attncourse.grading.records import Record, read_record
 from attncourse.grading.release import student_version as release
 
 from conftest import ROOT, auto_points, copy_course
@@ -106,10 +107,13 @@ def test_grades_csv_has_one_row_per_case_and_nothing_else(graded):
 
 
 def _earned(root, assignment, student):
-    """{test cell: auto score} of a graded submission, from the gradebook."""
+    """{test cell: autograded score} of a graded submission, from the gradebook and, for cells held for review
+    (whose points are set aside until a person decides), from the record."""
+    held = (read_record(root, assignment, student) or Record(Status.GRADED)).held
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         sub = gb.find_submission(assignment, student)
-        return {g.cell.name: (g.auto_score, g.max_score) for nb in sub.notebooks for g in nb.grades
+        return {g.cell.name: (held.get(g.cell.name, g.auto_score), g.max_score) for nb in sub.notebooks
+                for g in nb.grades
                 if g.cell.cell_type == "code" and g.cell.name not in {c.name for c in nb.notebook.solution_cells}}
 
 
@@ -131,7 +135,7 @@ def test_every_case_gets_its_expected_outcome(graded):
             lost = {cell for cell, (s, m) in earned.items() if s < m}
             if "lost" in want and lost != want["lost"]:
                 problems.append(f"lost {sorted(lost)}, expected {sorted(want['lost'])}")
-            held = set((read_record(root, case["assignment"], student) or {}).get("held", []))
+            held = set((read_record(root, case["assignment"], student) or Record(Status.GRADED)).held)
             if row["review"] and float(row["withheld_for_review"]) != sum(earned[c][0] for c in held if c in earned):
                 problems.append(f"flagged, {row['withheld_for_review']} points held back, not those of {sorted(held)}")
             if not row["review"] and float(row["score"]) != total:
@@ -262,3 +266,44 @@ def test_a_locked_gradebook_is_waited_for(tmp_path):
     assert still_waiting, f"grading one student takes {alone:.0f} s, yet it had ended after {hold:.0f} s with the lock held"
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert re.search(rf"a1_scoring\s+c01_honest\s+✔ {auto_points('a1_scoring'):g}/", out), out[-2000:]
+
+
+def test_identity_attacks_reach_no_other_student(tmp_path):
+    """The identity attacks of the hostile class, collected after the classmate's honest work: the classmate's
+    submission is untouched, each claim stays with its uploader (with a note), and a name no LMS writes makes
+    no student. Collected in the middle layer: grading would add nothing to whose work a file is."""
+    import shutil
+
+    from attncourse.grading.course import nbgrader_config
+    from attncourse.grading.intake import collect
+    hostile = load_hostile()
+    assert len(hostile.IDENTITY) >= 8
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    honest = nbformat.writes(nbformat.v4.new_notebook())
+    victim = hostile.VICTIM.split("_")[0]
+
+    def run(download):
+        return collect.collect(nbgrader_config(root), root, download, "a1_scoring", ["scoring.ipynb"],
+                               {"multihead.ipynb": "a2_multihead"})
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "first.zip", "w") as z:
+        z.writestr(f"{hostile.VICTIM}/scoring.ipynb", honest)
+    assert [t[0] for t in run(tmp_path / "first.zip").taken] == [victim]
+    result = run(hostile.write_identity_download(tmp_path / "attacks.zip", honest))
+    assert (root / "submitted" / victim / "a1_scoring" / "scoring.ipynb").read_text(encoding="utf-8") == honest
+    assert not (root / "submitted_earlier").exists()
+    own = {c["id"] for c in hostile.IDENTITY if c["expect"] == "own"}
+    assert own and sorted(p.name for p in (root / "submitted").iterdir()) == sorted(own | {victim})
+    with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
+        assert sorted(s.id for s in gb.students) == sorted(own | {victim})
+    for case in hostile.IDENTITY:
+        if case["expect"] == "own":
+            text = (root / "submitted" / case["id"] / "a1_scoring" / "scoring.ipynb").read_text(encoding="utf-8")
+            assert case["id"] in text, case["what"]
+            assert any(n.startswith(case["id"]) and f"自称属于 {victim}" in n for n in result.notes), case["what"]
+    listed = [c for c in hostile.IDENTITY if c["expect"] == "listed"]
+    assert listed and len(result.unmatched) == len(listed), result.unmatched
+    shown = "\n".join(name for name, _ in result.unmatched)
+    assert "\x1b" not in shown and "\r" not in shown and "\u202e" not in shown

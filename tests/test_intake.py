@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from attncourse.grading.intake import lms, matching, reading, staging
+from attncourse.grading.intake import lms, matching, reading, roster, staging
 
 
 @pytest.fixture
@@ -252,7 +252,7 @@ def test_cp437_names_of_old_archivers_are_read_when_configured(tmp_path):
     import zipfile
     path = raw_zip(tmp_path / "old.zip", [("Renée_work.ipynb".encode("cp437"), "{}", (2026, 1, 1, 0, 0, 0), False, b"")])
     with zipfile.ZipFile(path) as z:
-        assert lms.entry_name(z.infolist()[0], "cp437") == "Renée_work.ipynb"
+        assert lms.archive_names(z.infolist(), "cp437") == ["Renée_work.ipynb"]
 
 
 def test_collect_takes_each_students_latest_upload(tmp_path, released, monkeypatch):
@@ -302,3 +302,249 @@ def test_upload_times_in_file_names_are_parsed_exactly(text, utc):
     plugin = lms.LMSFileNames(timezone="Asia/Shanghai")
     assert f"{plugin.parse_time(text):%Y-%m-%d %H:%M:%S}" == utc
     assert lms.LMSFileNames(timezone="UTC").parse_time("not a time") is None
+
+
+# --- whose work it is: what the LMS wrote, never what the student typed --------------------------------------------
+
+def _collect(root, download, released=("work.ipynb",), others=None):
+    from attncourse.grading.course import nbgrader_config
+    from attncourse.grading.intake import collect
+    return collect.collect(nbgrader_config(root), root, download, "a", list(released), others)
+
+
+def _zip(path, entries, when=(2026, 10, 9, 20, 0, 0)):
+    """A UTF-8 zip of (name, data) or (name, data, date_time)."""
+    return raw_zip(path, [(e[0].encode(), e[1], e[2] if len(e) > 2 else when, True, b"") for e in entries])
+
+
+def _submitted(root, student):
+    path = root / "submitted" / student / "a" / "work.ipynb"
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+VICTIM = "2023000002"
+LATER = (2026, 10, 9, 23, 0, 0)
+CLAIMS = {  # attacker -> their upload naming the victim, in their own LMS folder or after their own LMS prefix
+    "2023000011": f"2023000011_张三/{VICTIM}_李四_work.ipynb",
+    "2023000012": f"2023000012_王五/{VICTIM}_李四/work.ipynb",  # a folder of their own inside it
+    "2023000013": f"2023000013_赵六/{VICTIM}_李四_work (1).ipynb",
+    "2023000014": f"2023000014_钱七_{VICTIM}_李四_work.ipynb",  # flat: the part after the LMS's prefix
+}
+
+
+def test_a_file_claiming_a_classmate_stays_with_its_own_student(tmp_path, released):
+    root = _lms_course(tmp_path)
+    honest = nbformat.writes(released["work.ipynb"])
+    own = f"{VICTIM}_李四/work.ipynb"
+    first = _collect(root, _zip(tmp_path / "first.zip", [(own, honest)]))
+    assert [t[0] for t in first.taken] == [VICTIM]
+    forged = {sid: honest.replace("x = 1", f"x = {sid}") for sid in CLAIMS}
+    result = _collect(root, _zip(tmp_path / "lms.zip", [(own, honest)] + [(name, forged[sid], LATER)
+                                                                         for sid, name in CLAIMS.items()]))
+    assert _submitted(root, VICTIM) == honest
+    assert not (root / "submitted_earlier").exists()
+    assert sorted(t[0] for t in result.taken) == sorted(CLAIMS)  # the victim's is unchanged and kept
+    for sid in CLAIMS:
+        assert _submitted(root, sid) == forged[sid]  # the attacker's own upload, graded as theirs
+        assert any(f"自称属于 {VICTIM}" in n and n.startswith(sid) for n in result.notes), (sid, result.notes)
+
+
+HOSTILE_NAMES = [
+    "../2023000009_赵九_work.ipynb",
+    "2023000001_张三/../../2023000009_赵九_work.ipynb",
+    "/2023000009_赵九_work.ipynb",
+    "C:\\2023000009_赵九_work.ipynb",
+    "\\\\server\\2023000009_赵九_work.ipynb",
+    "2023000009_赵\x1b[2J九_work.ipynb",
+    "2023000009_赵九\u202e_krow.ipynb",
+    "2023000009_赵九_" + "长" * 100 + "_work.ipynb",
+]
+
+
+def test_no_student_is_made_from_a_name_no_lms_writes(tmp_path, released):
+    root = _lms_course(tmp_path)
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "lms.zip", [(n, nb) for n in HOSTILE_NAMES]
+                                 + [("2023000004_赵六_work.ipynb", nb)]))
+    assert [t[0] for t in result.taken] == ["2023000004"]
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == ["2023000004"]
+    assert len(result.unmatched) == len(HOSTILE_NAMES) and all("LMS" in why for _, why in result.unmatched)
+    shown = "".join(name for name, _ in result.unmatched)
+    assert "\x1b" not in shown and "\u202e" not in shown and max(len(n) for n, _ in result.unmatched) < 200
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert [s.id for s in gb.students] == ["2023000004"]
+
+
+def test_honest_names_inside_the_lms_folder_are_collected_without_a_note(tmp_path, released):
+    root = _lms_course(tmp_path)
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "lms.zip", [
+        ("2023000004_赵六/2023000004_赵六_work.ipynb", nb),  # a student who names the file as told
+        ("2023000005_王五/作业/work.ipynb", nb),  # a folder of their own
+        ("2023000006_钱七_work.ipynb", nb)]))
+    assert sorted(t[0] for t in result.taken) == ["2023000004", "2023000005", "2023000006"]
+    assert result.unmatched == [] and result.notes == []
+
+
+def test_a_teachers_rezip_is_looked_through_but_a_folder_claiming_several_students_is_not(tmp_path, released):
+    root = _lms_course(tmp_path)
+    nb = nbformat.writes(released["work.ipynb"])
+    wrapped = _collect(root, _zip(tmp_path / "rezip.zip", [("下载/2023000004_赵六_work.ipynb", nb),
+                                                          ("下载/2023000005_王五/work.ipynb", nb)]))
+    assert sorted(t[0] for t in wrapped.taken) == ["2023000004", "2023000005"] and wrapped.unmatched == []
+    claims = _collect(root, _zip(tmp_path / "one.zip", [("2023000001_张三/2023000007_甲_work.ipynb", nb),
+                                                      ("2023000001_张三/2023000008_乙_work.ipynb", nb)]))
+    assert claims.taken == [] and len(claims.unmatched) == 2 and "好几名不同的学生" in claims.unmatched[0][1]
+    assert not (root / "submitted" / "2023000007").exists() and not (root / "submitted" / "2023000008").exists()
+    unknown = _collect(root, _zip(tmp_path / "moodle.zip", [("张三_123_assignsubmission_file_/2023000007_甲_work.ipynb",
+                                                             nb), ("2023000006_钱七_work.ipynb", nb)]))
+    assert [t[0] for t in unknown.taken] == ["2023000006"] and "不是 LMS 的学生文件夹名" in unknown.unmatched[0][1]
+    alone = _collect(root, _zip(tmp_path / "alone.zip", [  # one Moodle student's make-up zip is not looked through
+        ("张三_123_assignsubmission_file_/2023000007_甲_work.ipynb", nb)]))
+    assert alone.taken == [] and "不是 LMS 的学生文件夹名" in alone.unmatched[0][1]
+
+
+# --- a download with several assignments' notebooks ----------------------------------------------------------------
+
+def test_each_notebook_goes_only_to_its_own_assignment(tmp_path, released):
+    root = _lms_course(tmp_path)
+    mine = nbformat.writes(released["work.ipynb"])
+    theirs = mine.replace("x = 1", "other = 2")
+    result = _collect(root, _zip(tmp_path / "lms.zip", [
+        ("2023000001_张三_work.ipynb", mine), ("2023000001_张三_other.ipynb", theirs, LATER),  # both handed in
+        ("2023000002_李四_other.ipynb", theirs),  # only the other assignment
+        ("2023000003_王五_other_最终版 (1).ipynb", theirs), ("2023000003_王五_作业.ipynb", mine),
+        ("2023000004_赵六/other.ipynb", theirs)]), others={"other.ipynb": "b"})
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000003"]
+    assert _submitted(root, "2023000001") == mine and _submitted(root, "2023000003") == mine
+    assert not (root / "submitted" / "2023000002").exists() and not (root / "submitted" / "2023000004").exists()
+    assert len(result.unmatched) == 4 and all("是作业 b 的 other.ipynb" in why for _, why in result.unmatched)
+    assert not any("交了" in n for n in result.notes), result.notes
+
+
+# --- names decoded per archive ---------------------------------------------------------------------------------
+
+def test_one_encoding_decision_per_archive(tmp_path):
+    import zipfile
+    zheng = "2023000001_郑一_work.ipynb".encode("gbk")
+    assert zheng.decode("utf-8") != "2023000001_郑一_work.ipynb"  # GBK bytes that are valid UTF-8
+    entries = [(zheng, "{}", (2026, 1, 1, 0, 0, 0), False, b""),
+               ("2023000002_张三_work.ipynb".encode("gbk"), "{}", (2026, 1, 1, 0, 0, 0), False, b""),
+               ("2023000003_李四_work.ipynb".encode(), "{}", (2026, 1, 1, 0, 0, 0), True, b"")]  # marked UTF-8
+    with zipfile.ZipFile(raw_zip(tmp_path / "mixed.zip", entries)) as z:
+        assert lms.archive_names(z.infolist()) == ["2023000001_郑一_work.ipynb", "2023000002_张三_work.ipynb",
+                                                   "2023000003_李四_work.ipynb"]
+    with zipfile.ZipFile(raw_zip(tmp_path / "alone.zip", entries[:1])) as z:  # nothing in it says GBK: UTF-8
+        assert lms.archive_names(z.infolist(), "gb18030") == [zheng.decode("utf-8")]
+
+
+def test_a_unicode_path_field_counts_only_when_its_crc_matches_the_name(tmp_path):
+    import zipfile
+    raw = "2023000002_张三_work.ipynb".encode("gbk")
+    good = unicode_path_extra(raw, "2023000002_张三_work.ipynb")
+    stale = unicode_path_extra("2023000009_王九_work.ipynb".encode("gbk"), "2023000009_王九_work.ipynb")
+    for extra, name in [(good, "2023000002_张三_work.ipynb"), (stale, "2023000002_张三_work.ipynb")]:
+        path = raw_zip(tmp_path / "u.zip", [(raw, "{}", (2026, 1, 1, 0, 0, 0), False, extra)])
+        with zipfile.ZipFile(path) as z:
+            assert lms.archive_names(z.infolist()) == [name]
+
+
+# --- bounded and readable ---------------------------------------------------------------------------------------
+
+def test_a_download_expands_to_at_most_its_limit_counted_while_copying(tmp_path):
+    import struct
+    import zipfile
+    plugin = lms.LMSFileNames(max_download_mb=1)
+    path = tmp_path / "big.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for k in range(4):
+            z.writestr(f"2023000001_张三/{k}.ipynb", b"0" * 400_000)
+    into = tmp_path / "out"
+    uploads, skipped = lms.unpack(path, into, plugin)
+    written = sum(p.stat().st_size for p in into.rglob("*") if p.is_file())
+    assert len(uploads) == 2 and written <= 1 << 20 and len(skipped) == 2
+    assert all("max_download_mb" in why for _, why in skipped)
+    blob = bytearray(path.read_bytes())  # a header that says the file is small: what comes out is counted
+    central = blob.find(b"PK\x01\x02")
+    struct.pack_into("<I", blob, central + 24, 10)
+    path.write_bytes(bytes(blob))
+    uploads, skipped = lms.unpack(path, tmp_path / "out2", plugin)
+    assert len(uploads) == 2 and skipped[0][0] == "2023000001_张三/0.ipynb" and "损坏" in skipped[0][1]
+
+
+def test_entries_not_collected_are_grouped_and_links_are_listed(tmp_path, released, capsys):
+    import zipfile
+
+    from attncourse.grading import commands
+    root = _lms_course(tmp_path)
+    (root / "release" / "a").mkdir(parents=True)
+    (root / "release" / "a" / "work.ipynb").write_text(nbformat.writes(released["work.ipynb"]), encoding="utf-8")
+    (root / "released.json").write_text(json.dumps({"a": {}}), encoding="utf-8")
+    path = tmp_path / "junk.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("2023000001_张三_work.ipynb", nbformat.writes(released["work.ipynb"]))
+        for k in range(20_000):
+            z.writestr(f"junk/{k}.txt", "")
+        link = zipfile.ZipInfo("2023000002_李四_work.ipynb")
+        link.create_system, link.external_attr = 3, (0o120777 << 16)
+        z.writestr(link, "/etc/passwd")
+    result = commands.collect_download(root, path, "a")
+    out = capsys.readouterr().out
+    assert [t[0] for t in result.taken] == ["2023000001"] and len(result.unmatched) == 20_001
+    assert len(out.splitlines()) < 10 and "未收集 20000 个：不是 notebook" in out and "符号链接" in out, out
+    listing = (root / "build" / "collect-a-未收集.txt").read_text(encoding="utf-8").splitlines()
+    assert len([line for line in listing if not line.startswith("#")]) == 20_001
+
+
+# --- each LMS's own layout, with a roster that maps its ids to student numbers and names ---------------------------
+
+CANVAS = r"^(?P<sortable_name>[a-z0-9]+)_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>.+\.ipynb)$"
+MOODLE = r"^(?P<full_name>[^_]+)_(?P<student_id>\d+)_assignsubmission_file__(?P<file_id>.+\.ipynb)$"
+
+
+def _configure(root, pattern, roster_text):
+    (root / "roster.csv").write_text(roster_text, encoding="utf-8")
+    with open(root / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write(f"\nc.FileNameCollectorPlugin.named_regexp = {pattern!r}\nc.LMSFileNames.roster = 'roster.csv'\n")
+
+
+def _students(root):
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {s.id: f"{s.last_name}{s.first_name}" for s in gb.students}
+
+
+def test_a_canvas_download_with_late_and_resubmitted_files(tmp_path, released):
+    """Canvas: flat, `<sortable name>_[LATE_]<user id>_<attachment id>_<the student's file>`, a re-submission
+    adding "-1"; the roster is nbgrader's import format plus `lms_id`."""
+    root = _lms_course(tmp_path)
+    _configure(root, CANVAS, "id,first_name,last_name,email,lms_id\n2023000001,三,张,,51234\n"
+                             "2023000002,四,李,li@example.edu,51235\n2023000003,娜娜,欧阳,,51236\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    blank = nb.replace("x = 1", "x = 0")
+    result = _collect(root, _zip(tmp_path / "canvas.zip", [
+        ("zhangsan_51234_900001_work.ipynb", blank), ("zhangsan_51234_900002_work-1.ipynb", nb, LATER),
+        ("lisi_LATE_51235_900003_作业1.ipynb", nb),
+        ("ouyangnana_51236_900004_zhangsan_51234_900009_work.ipynb", blank, LATER),  # claims a classmate
+        ("wangwu_59999_900005_work.ipynb", nb)]))  # not in the roster
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002", "2023000003"]
+    assert _submitted(root, "2023000001") == nb and _submitted(root, "2023000002") == nb
+    assert _students(root) == {"2023000001": "张三", "2023000002": "李四", "2023000003": "欧阳娜娜"}
+    assert result.unmatched == [("wangwu_59999_900005_work.ipynb", roster.NOT_IN_ROSTER)]
+    assert any(n.startswith("51236") and "自称属于 51234" in n for n in result.notes), result.notes
+
+
+def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
+    """Moodle: `<full name>_<participant id>_assignsubmission_file_/<the student's files>`, online text in its
+    own folder; the roster with Chinese headers."""
+    root = _lms_course(tmp_path)
+    _configure(root, MOODLE, "学号,姓名,LMS id\n2023000001,张三,812\n2023000002,李四,813\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "moodle.zip", [
+        ("Zhang San_812_assignsubmission_file_/work.ipynb", nb),
+        ("李四_813_assignsubmission_file_/作业/2023000001_张三_work.ipynb", nb),  # a folder and a name of their own
+        ("李四_813_assignsubmission_onlinetext_/onlinetext.html", "<p>见附件</p>")]))
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002"]
+    assert _students(root) == {"2023000001": "张三", "2023000002": "李四"}
+    assert [why for _, why in result.unmatched] == [lms.NOT_NOTEBOOK]

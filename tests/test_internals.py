@@ -27,7 +27,7 @@ INTERNALS = [
     ("nbgrader.preprocessors.deduplicateids:DeduplicateIds.preprocess_cell",
      "grading/intake/staging.py keeps the last of duplicated cells, as this does", "DEDUP"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_score",
-     "grading/records.py hold_for_review sets needs_manual_grade after this ran", "SAVE"),
+     "grading/records.py hold sets needs_manual_grade and sets the auto score aside after this ran", "SAVE"),
     ("nbgrader.utils:determine_grade",
      "grading/run/execution.py writes a test cell's verdict as no output (pass) or one error (fail)", "DETERMINE"),
     ("nbclient.client:NotebookClient.output", "grading/run/execution.py CourseExecute.output caps output bytes", "OUTPUT"),
@@ -77,6 +77,24 @@ INTERNALS = [
     ("distributed.worker:Worker.plugin_add",
      "grading/run/cluster.py GradingWorker.setup is awaited with the worker, whose `plugins` and `state.nthreads` it "
      "reads", "DASK_PLUGIN_ADD"),
+    ("nbgrader.server_extensions.formgrader.apihandlers:GradeHandler.put",
+     "grading/publish/formgrader.py records the TA's decision after this saves a score (clearing needs_manual_grade)",
+     "FG_GRADE_PUT"),
+    ("nbgrader.server_extensions.formgrader.handlers:SubmissionHandler.get",
+     "grading/publish/formgrader.py rewrites the CDN MathJax URL in the page this writes with self.write",
+     "FG_SUBMISSION_GET"),
+    ("nbgrader.server_extensions.formgrader.handlers:ManageAssignmentsHandler.get",
+     "grading/publish/formgrader.py renders the course's manage_assignments.tpl through self.render",
+     "FG_MANAGE_ASSIGNMENTS"),
+    ("nbgrader.server_extensions.formgrader.handlers:ManageSubmissionsHandler.get",
+     "grading/publish/formgrader.py adds its note and hides columns 6-8 (autograde, feedback) in what self.render gives",
+     "FG_MANAGE_SUBMISSIONS"),
+    ("nbgrader.server_extensions.formgrader.base:BaseHandler.render",
+     "grading/publish/formgrader.py: templates come from settings['nbgrader_jinja2_env'] (handlers.template_path)",
+     "FG_RENDER"),
+    ("nbgrader.server_extensions.formgrader.apihandlers",
+     "grading/publish/formgrader.py REFUSED: the API handlers that generate, release, collect, autograde or give "
+     "feedback answer with the course command instead", "FG_API"),
 ]
 FINGERPRINTS = {
     "RESOURCES": "fb0abcdb270601c6",
@@ -106,13 +124,19 @@ FINGERPRINTS = {
     "WAIT_FOR_READY": "0d732ad86fea3115",
     "DASK_REGISTER": "17168a925233a32a",
     "DASK_PLUGIN_ADD": "8e428d0c8cd0ae6f",
+    "FG_GRADE_PUT": "3ed20a040053ae1b",
+    "FG_SUBMISSION_GET": "fcaa384e0b4551c8",
+    "FG_MANAGE_ASSIGNMENTS": "c787dd23a16132e4",
+    "FG_MANAGE_SUBMISSIONS": "9aed54a816af7993",
+    "FG_RENDER": "be17584c70850a3f",
+    "FG_API": "5db811d72133f57e",
 }
 
 
 def _resolve(path):
     module, _, attribute = path.partition(":")
     obj = __import__(module, fromlist=["_"])
-    for part in attribute.split("."):
+    for part in attribute.split(".") if attribute else ():
         obj = getattr(obj, part)
     return obj
 
@@ -149,3 +173,18 @@ def test_autograde_runs_nbgraders_execute_step():
     assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"
     replaced = grading_config(nbgrader_config(ROOT)).Autograde.autograde_preprocessors
     assert replaced == [CourseExecute if step is Execute else step for step in steps]
+
+
+def test_formgrader_calls_nbconverts_mathjax_macro_with_its_cdn_default():
+    """grading/publish/formgrader.py replaces exactly this URL (nbgrader's formgrade template calls `mathjax()`
+    without one) by the course's own MathJax."""
+    from pathlib import Path
+
+    import nbconvert
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from attncourse.grading.publish.formgrader import CDN_MATHJAX
+    macro = Path(nbconvert.__file__).parents[4] / "share" / "jupyter" / "nbconvert" / "templates" / "base" / "mathjax.html.j2"
+    assert CDN_MATHJAX in macro.read_text(encoding="utf-8"), f"{macro} no longer defaults to {CDN_MATHJAX}"
+    formgrade = Path(handlers.template_path) / "formgrade" / "index.html.j2"
+    assert "{{ mathjax() }}" in formgrade.read_text(encoding="utf-8"), f"{formgrade} calls mathjax() differently"

@@ -1,7 +1,9 @@
 """The package's layout is the path of a submission: imports only go down it, and nothing imports in a circle.
 
 Read from the source with `ast` (every import, also inside functions). The stages of `attncourse.grading`, in
-the order a submission passes through them, are listed in `grading/__init__.py`.
+the order a submission passes through them, are listed in `grading/__init__.py`. A unit's catalog
+(`catalog/<assignment>.py`) is loaded through `importlib` by the shared `grading.catalogs` (for the grader's
+diagnosis and the authoring tools): the graph has that edge, so a catalog may import only shared modules.
 """
 import ast
 from pathlib import Path
@@ -14,7 +16,7 @@ PACKAGE = ROOT / "src" / "attncourse"
 # Rank of each part of attncourse.grading: a module may import only modules of its own rank or lower.
 RANKS = {"shared": 0, "release": 1, "intake": 2, "isolation": 3, "protocol": 4, "run": 5, "publish": 6,
          "commands": 7, "authoring": 8}
-SHARED = {"model", "cells", "catalogs", "syntax", "course", "records", "files", "logs", "safe_html", "text"}
+SHARED = {"model", "cells", "catalogs", "deck_code", "syntax", "course", "records", "files", "logs", "safe_html", "text"}
 
 
 def module_files() -> dict:
@@ -45,15 +47,30 @@ def imports(name: str, path: Path, known) -> set:
     return {m for m in found if m in known and m != name}
 
 
+LOADER = "attncourse.grading.catalogs"  # load_catalog: importlib.util.spec_from_file_location
+
+
+def unit_catalogs() -> dict:
+    """{catalog.<assignment>: path} of the units' catalogs (the assignments in source/)."""
+    units = {p.name for p in (ROOT / "source").iterdir() if p.is_dir()}
+    return {f"catalog.{p.stem}": p for p in sorted((ROOT / "catalog").glob("*.py")) if p.stem in units}
+
+
 def graph() -> dict:
     known = module_files()
-    return {name: imports(name, path, known) for name, path in known.items()}
+    edges = {name: imports(name, path, known) for name, path in known.items()}
+    catalogs = unit_catalogs()
+    edges.update({name: imports(name, path, known) for name, path in catalogs.items()})
+    edges[LOADER] = edges[LOADER] | set(catalogs)
+    return edges
 
 
 def rank(module: str) -> int | None:
     """The stage rank of a grading module; None outside attncourse.grading. cli is above everything, the other
-    top-level modules (plotting, slides, ...) below grading."""
+    top-level modules (plotting, slides, ...) below grading; a unit's catalog is loaded by a shared module."""
     parts = module.split(".")
+    if parts[0] == "catalog":
+        return RANKS["shared"]
     if parts[:2] != ["attncourse", "grading"]:
         return 99 if module == "attncourse.cli" else -1
     if len(parts) == 2 or parts[2] in SHARED:
@@ -88,6 +105,8 @@ def cycles(edges: dict) -> list:
 
 def test_the_graph_is_read():
     edges = graph()
+    assert unit_catalogs() and set(unit_catalogs()) <= edges[LOADER]
+    assert "attncourse.grading.deck_code" in edges["catalog.a1_scoring"]  # deck_definitions
     assert "attncourse.grading.run.autograde" in edges
     assert "attncourse.grading.protocol.remote" in edges["attncourse.grading.run.execution"]
     assert "attncourse.grading.syntax" in edges["attncourse.grading.protocol.trusted"]  # `from .. import syntax`
@@ -109,7 +128,8 @@ def test_no_import_circle():
 
 @pytest.mark.parametrize("edge", [("attncourse.grading.intake.staging", "attncourse.grading.run.autograde"),
                                   ("attncourse.grading.cells", "attncourse.grading.commands"),
-                                  ("attncourse.slides", "attncourse.grading.run.execution")])
+                                  ("attncourse.slides", "attncourse.grading.run.execution"),
+                                  ("catalog.a1_scoring", "attncourse.grading.authoring.variants")])
 def test_the_checks_can_fail(edge):
     edges = graph()
     edges[edge[0]] = edges[edge[0]] | {edge[1]}

@@ -106,6 +106,7 @@ def test_figures_are_made_by_code_in_the_repo(tmp_path):
     assert not stale, f"run `course figures`: {stale}"
 
 
+@pytest.mark.slow  # git and `course tidy --stdin` run as subprocesses for every deck
 def test_presenting_never_dirties_the_committed_decks(tmp_path):
     """RISE autosaves the deck a lecturer runs (outputs, execution counts and times): git's clean filter
     (.gitattributes, configured by scripts/setup.sh) stores the tidy deck, so nothing of it can be committed.

@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from attncourse.grading import commands
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import nbgrader_config
-from attncourse.grading.run import autograde
 
 from conftest import copy_course
 
@@ -52,7 +52,7 @@ def test_generate_autograde_feedback_export(tmp_path, assignment_ids):
     (other / "submitted").mkdir()
     for student in ("alice", "bob"):
         subprocess.run(["cp", "-r", str(root / "submitted" / student), str(other / "submitted" / student)], check=True)
-    outcomes = autograde.grade_class(nbgrader_config(other), [(aid, "alice"), (aid, "bob")], jobs=2,
+    outcomes = commands.grade_submissions(nbgrader_config(other), [(aid, "alice"), (aid, "bob")], jobs=2,
                                      warn=lambda _: None)
     for o in outcomes:
         with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:

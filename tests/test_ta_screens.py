@@ -6,16 +6,18 @@ script runs, no dialog opens, no handler or frame is left, nothing imitates the 
 """
 import csv
 import json
+import urllib.request
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from nbgrader.api import Gradebook
 
-from attncourse.browser import Browser, jupyterlab
+from attncourse.browser import Browser, is_local, jupyterlab
 from attncourse.grading.authoring.local_cluster import LocalCluster
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
+from attncourse.grading.records import read_record
 
 from conftest import auto_points, copy_course, course
 
@@ -23,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
 A1 = "a1_scoring"
 TOKEN = "ta-screens-test"
-HONEST, HELD, PAYLOAD = "2023000001", "2023000002", "2023000003"
+HONEST, HELD, PAYLOAD, HELD_LATE = "2023000001", "2023000002", "2023000003", "2023000004"
 PAYLOADS_MD = "\n".join([
     "<script>window.__pwned = 'script'; alert('script')</script>",
     "<img src=x onerror=\"window.__pwned = 'onerror'\">",
@@ -48,6 +50,7 @@ INERT_JS = """(root) => {
           active: [...scope.querySelectorAll('.cell script, .cell iframe, .cell svg, .cell object, .cell embed,'
                                              + ' .cell form, .cell style')]
                   .filter(e => !e.closest('mjx-container, .MathJax, .MathJax_SVG, .MathJax_Display'))  // typeset math
+                  .filter(e => !(e.tagName === 'SCRIPT' && /^math\\/tex/.test(e.type)))  // MathJax 2 keeps the TeX
                   .map(e => e.outerHTML.slice(0, 80)),
           handlers: handlers.map(e => e.outerHTML.slice(0, 80)),
           js_links: [...scope.querySelectorAll('a')].filter(a => /^\\s*javascript:/i.test(a.getAttribute('href') || ''))
@@ -73,13 +76,17 @@ def graded(request, tmp_path_factory):
     for cell in held.cells:
         if grade_id(cell) == "masked_softmax":
             cell.source = "import gc  # 一个评分程序必须看一眼的写法\n" + cell.source
+    held_late = answered(rel, src)  # held in its last test only: a TA decides on it in formgrader
+    for cell in held_late.cells:
+        if grade_id(cell) == "variance_experiment":
+            cell.source = "import gc\ngc.collect()\n" + cell.source
     payload = answered(rel, src)
     payload.cells += [new_markdown_cell(PAYLOADS_MD), new_code_cell(PAYLOADS_CODE, outputs=[
         new_output("display_data", data={"text/html": "<script>window.__pwned='kept'</script>",
                                          "text/plain": "x"})])]
     payload.metadata["widgets"] = WIDGETS
-    names = {HONEST: ("张", "三"), HELD: ("欧阳", "娜娜"), PAYLOAD: ("李", "四")}
-    for student, nb in ((HONEST, honest), (HELD, held), (PAYLOAD, payload)):
+    names = {HONEST: ("张", "三"), HELD: ("欧阳", "娜娜"), PAYLOAD: ("李", "四"), HELD_LATE: ("王", "五")}
+    for student, nb in ((HONEST, honest), (HELD, held), (PAYLOAD, payload), (HELD_LATE, held_late)):
         folder = root / "class" / student / A1
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "scoring.ipynb")
@@ -126,6 +133,92 @@ def _open_submission(graded, formgrader, student):
     return browser
 
 
+def _api(url, path, method="GET"):
+    request = urllib.request.Request(f"{url}{path}", method=method, headers={"Authorization": f"token {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def test_formgrader_lists_mark_a_held_submission_without_counting_its_held_points(graded, formgrader):
+    """Manual Grading's list flags the held submission and shows the points that count now; Manage Students
+    marks it as waiting for a person; the listed score is what the report and the export count."""
+    root, ids = graded
+    url, browser = formgrader
+    listed = {row["student"]: row for row in _api(url, f"/formgrader/api/submitted_notebooks/{A1}/scoring")}
+    assert listed, "formgrader lists no submission"
+    held, honest = listed[HELD], listed[HONEST]
+    assert held["flagged"] and held["needs_manual_grade"] and not honest["flagged"]
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert held["score"] == float(rows[HELD]["score"]) < auto_points(A1) and float(rows[HELD]["withheld_for_review"])
+    browser.open(f"{url}/formgrader/gradebook/{A1}/scoring?token={TOKEN}", settle=1)
+    row = browser.page.wait_for_selector(f"tr:has(a[href$='/submissions/{ids[HELD]}'])", timeout=60_000)
+    assert row.query_selector(".flagged .glyphicon") is not None, row.inner_html()[:500]
+    assert row.query_selector(".score").inner_text().startswith(f"{held['score']:g} /")
+    browser.open(f"{url}/formgrader/manage_students/{HELD}", settle=1)
+    row = browser.page.wait_for_selector(f"tr:has-text('{A1}')", timeout=60_000)
+    assert row.query_selector(".needs-manual-grade .glyphicon") is not None, row.inner_html()[:500]
+
+
+def test_manage_assignments_shows_the_course_and_no_button_around_it(graded, formgrader):
+    url, browser = formgrader
+    browser.open(f"{url}/formgrader/manage_assignments?token={TOKEN}", settle=1)
+    text = browser.page.inner_text("body")
+    assert A1 in text and "已发布" in text and "course release" in text and "draft" not in text, text[:1500]
+    assert "exchange" not in text.lower() and browser.page.query_selector("button, .btn-primary") is None
+    assert browser.page.query_selector(f"a[href$='/formgrader/gradebook/{A1}']") is not None
+    refused = _api(url, f"/formgrader/api/assignment/{A1}/generate_feedback", method="POST")
+    assert refused["success"] is False and "course feedback" in refused["error"], refused
+    refused = _api(url, f"/formgrader/api/submission/{A1}/{HONEST}/autograde", method="POST")
+    assert refused["success"] is False and "course grade" in refused["error"], refused
+    browser.open(f"{url}/formgrader/manage_submissions/{A1}", settle=2)
+    browser.page.wait_for_selector(f"text={HONEST}", timeout=60_000)
+    visible = browser.evaluate("[...document.querySelectorAll('.autograde a, .generate-feedback a, .release-feedback a')]"
+                               ".filter(e => e.offsetParent !== null).length")
+    assert visible == 0 and "course feedback" in browser.page.inner_text("body")
+
+
+def test_math_renders_in_formgrader_without_network(graded, formgrader):
+    """The written question the TA grades against shows typeset math from the course's own MathJax, on a
+    machine whose browser reaches nothing but the server."""
+    _, ids = graded
+    url, browser = formgrader
+    browser.requests.clear()
+    with browser.offline():
+        browser.open(f"{url}/formgrader/submissions/{ids[HONEST]}?token={TOKEN}", settle=1)
+        browser.page.wait_for_selector(".MathJax_CHTML, .MathJax, mjx-container", timeout=60_000)
+        typeset = browser.evaluate("document.querySelectorAll('.MathJax_CHTML, .MathJax, mjx-container').length")
+        remote = [u for u in browser.requests if not is_local(u)]
+        assert typeset > 0 and not [u for u in remote if "mathjax" in u.lower()], (typeset, remote)
+
+
+def test_a_decision_in_formgrader_is_recorded_with_who_and_when(graded, formgrader):
+    """A TA who enters the held cell's points in formgrader has decided: the record says so with who and when,
+    and the grades CSV, the report and the export count the points and name the decision."""
+    root, _ = graded
+    held = read_record(root, A1, HELD_LATE).held
+    assert held and held == {"test_variance_experiment": 2.0}, held
+    browser = _open_submission(graded, formgrader, HELD_LATE)
+    for cell, points in held.items():
+        box = browser.page.wait_for_selector(f"input.score#{cell}")
+        box.fill(f"{points:g}")
+        box.press("Tab")
+    browser.wait(3)  # saved through formgrader's API
+    review = read_record(root, A1, HELD_LATE).review
+    assert review is not None and review.decision == "formgrader" and review.by and review.at, review
+    course(root, "report")
+    course(root, "export", "--to", "build/lms_after_decision.csv")
+    with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert rows[HELD_LATE]["review_decision"] == "formgrader" and rows[HELD_LATE]["withheld_for_review"] == "0"
+    assert float(rows[HELD_LATE]["score"]) == auto_points(A1)
+    with open(root / "build" / "lms_after_decision.csv", encoding="utf-8-sig") as f:
+        lms = {r["学号"]: r for r in csv.DictReader(f)}
+    assert float(lms[HELD_LATE][A1]) == auto_points(A1) and "formgrader" in lms[HELD_LATE]["说明"]
+    report_text = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "已复核的提交" in report_text and "在 formgrader 中给分" in report_text
+
+
 def test_a_held_submission_shows_why_and_the_line(graded, formgrader):
     browser = _open_submission(graded, formgrader, HELD)
     text = browser.page.inner_text("body")
@@ -135,7 +228,13 @@ def test_a_held_submission_shows_why_and_the_line(graded, formgrader):
 
 def test_the_ta_reads_the_students_own_outputs(graded, formgrader):
     text = _open_submission(graded, formgrader, HONEST).page.inner_text("body")
-    assert "学生提交时自己运行" in text and "4096.5" in text
+    assert "学生提交前自己运行" in text and "4096.5" in text and "评分时没有重新运行" not in text
+    nb = nbformat.read(graded[0] / "autograded" / HONEST / A1 / "scoring.ipynb", as_version=4)
+    [experiment] = [c for c in nb.cells if grade_id(c) == "variance_experiment"]
+    shown = "".join(o.get("text", "") for o in experiment.outputs)  # one run: the student's, labelled
+    assert shown.count("——") == 2 and "4096.5" in shown and shown.count("var_unscaled") == 1, shown
+    page = (graded[0] / "feedback" / HONEST / A1 / "scoring.html").read_text(encoding="utf-8")
+    assert "4096.5" in page and "学生提交前自己运行" in page
 
 
 def test_a_written_answer_graded_in_formgrader_reaches_the_export(graded, formgrader):

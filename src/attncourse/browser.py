@@ -33,6 +33,10 @@ def find_chromium() -> str | None:
     return None
 
 
+def is_local(url: str) -> bool:
+    return url.startswith(("file:", "data:", "blob:", "http://127.0.0.1", "http://localhost", "ws://127.0.0.1"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,6 +60,15 @@ class Browser:
         self.dialogs: list[str] = []
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("dialog", self._dialog)
+
+    @contextlib.contextmanager
+    def offline(self) -> Iterator["Browser"]:
+        """Requests that leave this machine fail while inside, as on a campus without internet."""
+        self.page.route("**/*", lambda route: route.continue_() if is_local(route.request.url) else route.abort())
+        try:
+            yield self
+        finally:
+            self.page.unroute("**/*")
 
     def _dialog(self, dialog: "Dialog") -> None:
         self.dialogs.append(dialog.message)

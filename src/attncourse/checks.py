@@ -3,7 +3,7 @@
 A test cell runs in one of two places:
 - in the student's own kernel (Validate, plain `nbgrader autograde`, the author's quick checks): the student's
   functions and classes are ordinary objects, and these helpers act on the caller's globals;
-- in the course's grader, outside the student's reach (`attncourse.grading.trusted`): the student's names are
+- in the course's grader, outside the student's reach (`attncourse.grading.protocol.trusted`): the student's names are
   proxies to the sandboxed kernel, and these helpers act there.
 
 `using`, `in_kernel` and `forbid` behave the same in both places, so a test cell is written once.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# The grader sets this to its session while it runs a test cell (see attncourse.grading.trusted).
+# The grader sets this to its session while it runs a test cell (see attncourse.grading.protocol.trusted).
 SESSION: contextvars.ContextVar[Any] = contextvars.ContextVar("attncourse_grading_session", default=None)
 
 

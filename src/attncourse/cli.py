@@ -180,8 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         args.root = Path(args.root or find_root()).resolve()
-        from .grading.commands import ToolchainError
-        from .grading.release.student_version import LeakError, ReleaseRefused
+    except FileNotFoundError as exc:
+        print(f"\n✘ {exc}", file=sys.stderr)
+        return 1
+    if args.command == "grade":  # its first line within a second: the imports below take several
+        print("course grade：载入评分程序（nbgrader、torch）……", flush=True)
+    from .grading.commands import ToolchainError
+    from .grading.release.student_version import LeakError, ReleaseRefused
+    try:
         return args.func(args) or 0
     except (ToolchainError, LeakError, ReleaseRefused, FileNotFoundError, ValueError) as exc:
         print(f"\n✘ {exc}", file=sys.stderr)

@@ -9,11 +9,12 @@
     publish/    feedback pages (leak-scanned), the grades CSV and class report, the LMS export
     authoring/  the demo class, the catalogs of variants, the author's quick check
 
-Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell
-facts), `catalogs` (a unit's catalog of mistakes), `syntax` (reading code), `course` (the course folder and nbgrader's config), `records` (what grading
-keeps between runs), `safe_html` (student markup made inert), `text` (student text made safe for a terminal,
-CSV or markdown), `files` and `logs`. `commands` runs the stages as the `course` commands; it comes after
-publish/ and before authoring/, whose demo course runs those commands.
+Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell facts),
+`catalogs` (a unit's catalog of mistakes, its format), `deck_code` (the code a deck teaches, for catalogs),
+`syntax` (reading code), `course` (the course folder's names and nbgrader's config), `records` (what grading keeps
+between runs, and its one writer: grades, holds, review decisions), `safe_html` (student markup made inert), `text`
+(student text made safe for a terminal, CSV or markdown), `files` and `logs`. `commands` runs the stages as the
+`course` commands; it comes after publish/ and before authoring/, whose demo course runs those commands.
 
 A module imports only the shared modules and the stages above its own, never one below, and no import
 forms a circle anywhere in attncourse: `tests/test_layout.py` checks both.

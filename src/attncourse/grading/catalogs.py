@@ -1,5 +1,5 @@
 """A unit's catalog (`catalog/<assignment>.py`) and the source notebook with a catalogued answer in place: read by
-the authoring tools and by the grader's diagnosis, and imported by the catalogs themselves (`deck_definitions`).
+the authoring tools and by the grader's diagnosis, whose catalogs read the code their deck teaches with `deck_code.deck_definitions`.
 
 A catalog defines:
 - `NOTEBOOK`: the notebook name in `source/<assignment>/` (without `.ipynb`);
@@ -17,18 +17,17 @@ A catalog defines:
 - `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
   student would: it must lose the same points and be named.
 """
-import ast
 import copy
 import importlib.util
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 
 from .cells import cells_by_id
+from .course import folders
 
 
 def load_catalog(root: str | os.PathLike[str], assignment: str) -> ModuleType:
@@ -40,8 +39,8 @@ def load_catalog(root: str | os.PathLike[str], assignment: str) -> ModuleType:
     return module
 
 
-def source_notebook(root: str | os.PathLike[str], assignment: str, catalog: ModuleType) -> NotebookNode:
-    nb: NotebookNode = nbformat.read(Path(root) / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+def source_notebook(root: str | Path, assignment: str, catalog: ModuleType) -> NotebookNode:
+    nb: NotebookNode = nbformat.read(folders(root).source(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     return nb
 
 
@@ -60,25 +59,3 @@ def with_code(nb: NotebookNode, cells: dict[str, str] | None = None,
                 raise ValueError(f"edit {old!r} occurs {count} times in cell {grade_id!r}, expected once")
             cell.source = cell.source.replace(old, new)
     return nb
-
-
-def deck_definitions(catalog_file: str | os.PathLike[str], deck: str, names: dict[str, str]) -> dict[str, str]:
-    """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
-    that the code cells of `deck` (relative to the course root of `catalog_file`) define, verbatim; the last
-    definition of a name wins. Empty when the course has no decks (a copy made without them)."""
-    path = Path(catalog_file).resolve().parents[1] / deck
-    if not path.is_file():
-        return {}
-    found: dict[str, Any] = {}
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:  # IPython magics
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
-                found[names[node.name]] = ast.get_source_segment(source, node)
-    return found

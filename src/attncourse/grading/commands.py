@@ -15,16 +15,15 @@ from tqdm import tqdm
 from nbgrader.converters.base import NbGraderException
 from traitlets.config import Config
 
-from . import logs
+from . import logs, records
 from .cells import test_cell_ids
-from .course import assignments, nbgrader_config, submissions
-from .intake import collect
+from .course import Folders, assignments, folders, nbgrader_config, submissions
+from .intake import collect, staging
 from .isolation.sandbox import SandboxUnavailable
 from .model import Outcome, Status
 from .publish import feedback, report
-from .records import outcome_from_record
 from .release import student_version as release
-from .run import autograde, review
+from .run import autograde
 from .run.cluster import Cluster, ClusterLost
 from .text import for_terminal
 
@@ -72,14 +71,21 @@ def released_ids(root, ids=None) -> list:
 def collect_download(root, source, assignment) -> collect.Collected:
     root = Path(root)
     [assignment] = released_ids(root, [assignment])
-    names = [p.name for p in sorted((root / "release" / assignment).glob("*.ipynb"))]
-    result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names)
+    where = folders(root)
+    names = [p.name for p in where.released_notebooks(assignment)]
+    others = {p.name: p.parent.name for p in sorted(where.release().glob("*/*.ipynb")) if p.parent.name != assignment}
+    result = collect.collect(nbgrader_config(root), root, Path(source), assignment, names, others)
     for student, notebook, when, name in result.taken:
         print(f"  ✔ {student}/{assignment}/{notebook} ← {for_terminal(name)}（{when:%Y-%m-%d %H:%M} UTC）")
     for line in result.notes:
         print(f"  ＝ {for_terminal(line, 2000)}")
-    for name, why in result.unmatched:
-        print(f"  ✘ 未收集 {for_terminal(name)}：{why}")
+    for why, count, examples in collect.grouped(result.unmatched):
+        more = f" 等 {count} 个" if count > len(examples) else ""
+        print(f"  ✘ 未收集 {count} 个：{why}：{for_terminal('、'.join(examples), 400)}{more}")
+    if result.unmatched:
+        listing = root / "build" / f"collect-{assignment}-未收集.txt"
+        collect.write_listing(listing, result.unmatched)
+        print(f"  未收集的每个文件及原因：{listing.relative_to(root)}")
     print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.unmatched)} 个文件未能收集")
     return result
 
@@ -99,7 +105,7 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     for aid in ids:
         for note in release.changes_since_release(root, aid) or []:
             print(f"  ⚠ {note}：评分仍按发布时存入成绩库的测试进行（重新发布：course release {aid} --force）")
-    submitted = root / cfg.CourseDirectory.submitted_directory
+    submitted = Folders(cfg).submitted()
     pairs = [p for p in submissions(submitted, ids) if student is None or p[1] == student] if submitted.is_dir() else []
     if not pairs:
         raise ToolchainError(f"{submitted} 中没有找到 {'、'.join(ids)} 的提交" + (f"（学生 {student}）" if student else ""))
@@ -116,8 +122,8 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
         bar.update()
 
     try:
-        outcomes = autograde.grade_class(cfg, pairs, jobs=jobs, force=student is not None, progress=progress,
-                                         cluster=cluster)
+        outcomes = grade_submissions(cfg, pairs, jobs=jobs, force=student is not None, progress=progress,
+                                     cluster=cluster)
     except SandboxUnavailable as exc:
         raise ToolchainError(str(exc)) from exc
     except ClusterLost as exc:
@@ -138,11 +144,18 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     return outcomes
 
 
+def grade_submissions(cfg, pairs: list[tuple[str, str]], **options) -> list[Outcome]:
+    """Stage the submissions `pairs` [(assignment, student)] of the class folder (intake), then grade them (run);
+    `options` as `autograde.grade_class` takes them."""
+    with staging.class_staged(cfg, pairs) as intakes:
+        return autograde.grade_class(cfg, intakes, **options)
+
+
 def graded_outcomes(root, ids=None) -> list[Outcome]:
     """The Outcomes of every graded submission in submitted/, read back from the records and the gradebook."""
     root = Path(root)
     db_url = nbgrader_config(root).CourseDirectory.db_url
-    found = [outcome_from_record(db_url, root, a, s) for a, s in _graded_pairs(root, ids)]
+    found = [records.outcome(db_url, root, a, s) for a, s in _graded_pairs(root, ids)]
     return [o for o in found if o is not None]
 
 
@@ -161,9 +174,10 @@ def write_report(root, outcomes, build_dir=None) -> None:
     print(f"  ✔ {csv_path.relative_to(root)}")
     report.write_misconceptions_csv(outcomes, build_dir / "misconceptions.csv")
     print(f"  ✔ {(build_dir / 'misconceptions.csv').relative_to(root)}")
-    cells = {aid: [cell for nb in sorted((root / "release" / aid).glob("*.ipynb"))
+    where = folders(root)
+    cells = {aid: [cell for nb in where.released_notebooks(aid)
                    for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in {o.assignment for o in outcomes}}
-    path = report.write_report(outcomes, build_dir / "report", cells, root / "feedback")
+    path = report.write_report(outcomes, build_dir / "report", cells, where.feedback())
     print(f"  ✔ {path.relative_to(root)}，{path.with_suffix('.html').relative_to(root)}")
 
 
@@ -176,14 +190,13 @@ def export_grades(root, to) -> None:
     app.update_config(Config({"ExportPlugin": {"to": str(to)}}))
     app.start()
     print(f"  ✔ {to}")
-    held = review.waiting(nbgrader_config(root).CourseDirectory.db_url, root, _graded_pairs(root))
+    held = records.waiting(nbgrader_config(root).CourseDirectory.db_url, root, _graded_pairs(root))
     if held:
         print(f"  ⚠ {len(held)} 份提交共 {sum(w.points for w in held):g} 分待复核，表中记为“待复核”：course review")
 
 
 def _graded_pairs(root, ids=None):
-    cfg = nbgrader_config(root)
-    submitted = Path(root) / cfg.CourseDirectory.submitted_directory
+    submitted = folders(root).submitted()
     return submissions(submitted, released_ids(root, ids)) if submitted.is_dir() else []
 
 
@@ -192,7 +205,7 @@ def review_holds(root, assignment=None, student=None, accept=None, by="", note="
     root = Path(root)
     db_url = nbgrader_config(root).CourseDirectory.db_url
     if accept is None:
-        held = review.waiting(db_url, root, [(a, s) for a, s in _graded_pairs(root, [assignment] if assignment
+        held = records.waiting(db_url, root, [(a, s) for a, s in _graded_pairs(root, [assignment] if assignment
                                                                                   else None)
                                               if student in (None, s)])
         for w in held:
@@ -204,5 +217,5 @@ def review_holds(root, assignment=None, student=None, accept=None, by="", note="
         return
     if not (assignment and student):
         raise ToolchainError("复核需要作业和学生：course review <作业> <学生> --accept 或 --reject")
-    points = review.decide(db_url, root, assignment, student, accept, by, note)
+    points = records.decide(db_url, root, assignment, student, accept, by, note)
     print(f"  ✔ {student} 的 {assignment}：{points:g} 分{'计入' if accept else '记为 0 分'}（已记录复核人与时间）")

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.config import Config
@@ -68,15 +69,53 @@ def coursedir(cfg, assignment_id: str = "", student_id: str = "*") -> CourseDire
     return cd
 
 
-def assignments(root) -> list:
-    """Assignment ids: the folders of `source/` that hold a notebook."""
-    source = Path(root) / "source"
-    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+class Folders:
+    """The course folder's names as nbgrader's config sets them (`c.CourseDirectory.source_directory`,
+    `release_directory`, `submitted_directory`, `autograded_directory`, `feedback_directory` and
+    `directory_structure`), through nbgrader's own `CourseDirectory.format_path`: every command finds each folder
+    here, so moving one in `nbgrader_config.py` moves it for all of them."""
+
+    def __init__(self, cfg: Config):
+        self.coursedir = CourseDirectory(config=cfg)
+        self.root = Path(self.coursedir.root)
+
+    def _path(self, step: str, student: str, assignment: str) -> Path:
+        return Path(os.path.normpath(self.coursedir.format_path(step, student, assignment)))
+
+    def source(self, assignment: str = ".") -> Path:
+        return self._path(self.coursedir.source_directory, ".", assignment)
+
+    def release(self, assignment: str = ".") -> Path:
+        return self._path(self.coursedir.release_directory, ".", assignment)
+
+    def submitted(self, student: str = ".", assignment: str = ".") -> Path:
+        return self._path(self.coursedir.submitted_directory, student, assignment)
+
+    def autograded(self, student: str = ".", assignment: str = ".") -> Path:
+        return self._path(self.coursedir.autograded_directory, student, assignment)
+
+    def feedback(self, student: str = ".", assignment: str = ".") -> Path:
+        return self._path(self.coursedir.feedback_directory, student, assignment)
+
+    def released_notebooks(self, assignment: str) -> list[Path]:
+        return sorted(self.release(assignment).glob("*.ipynb"))
+
+    def assignments(self) -> list[str]:
+        """Assignment ids: the folders of the source folder that hold a notebook."""
+        return sorted(p.name for p in self.source().iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def released_notebooks(root, assignment: str) -> dict:
+def folders(root: str | Path) -> Folders:
+    return Folders(nbgrader_config(root))
+
+
+def assignments(root: str | Path) -> list[str]:
+    return folders(root).assignments()
+
+
+def released_notebooks(root: str | Path, assignment: str) -> dict[str, NotebookNode]:
     """{file name: student version} of an assignment, as released."""
-    return {p.name: nbformat.read(p, as_version=4) for p in sorted((Path(root) / "release" / assignment).glob("*.ipynb"))}
+    return {p.name: nbformat.read(p, as_version=4) for p in folders(root).released_notebooks(assignment)}
 
 
 def submissions(submitted_dir, assignment_ids) -> list:

@@ -25,6 +25,22 @@ class Scores:
 
 
 @dataclass
+class Review:
+    """A person's decision on the points held for review: `course review --accept`/`--reject`, or scores
+    entered in formgrader."""
+    decision: str  # "accepted", "rejected" or "formgrader"
+    points: float  # the held points decided on
+    by: str
+    at: str  # ISO 8601, UTC
+    note: str = ""
+    flags: list = field(default_factory=list)  # what it was about
+
+    def describe(self) -> str:
+        what = {"accepted": "已确认计入", "rejected": "已确认记 0 分", "formgrader": "已在 formgrader 中给分"}
+        return f"{what.get(self.decision, self.decision)}（{self.by}，{self.at.replace('T', ' ')[:16]} UTC）"
+
+
+@dataclass
 class Outcome:
     assignment: str
     student: str
@@ -40,6 +56,8 @@ class Outcome:
     notes: list = field(default_factory=list)  # what was set aside or changed on the way
     diagnoses: dict = field(default_factory=dict)  # failed test grade_id -> {"id", "label"} of its likely mistake
     timings: dict = field(default_factory=dict)  # seconds of this run's steps (SubmissionResult.timings)
+    review: Review | None = None  # a person's decision on the held points
+    name: str = ""  # the student's name as the gradebook has it
 
     def take_scores(self, scores: Scores) -> "Outcome":
         self.score, self.max_score, self.cells = scores.counted, scores.maximum, scores.cells

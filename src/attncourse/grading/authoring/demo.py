@@ -19,7 +19,7 @@ from ...notebooks import dumps
 from .. import commands
 from ..catalogs import load_catalog
 from ..cells import is_test_cell
-from ..course import assignments, copy_course_files
+from ..course import assignments, copy_course_files, folders
 from ..model import Outcome
 from ..release.student_version import ReleaseRefused
 from .variants import answered
@@ -69,8 +69,9 @@ def demo_notebooks(root: str | os.PathLike[str], assignment: str) -> tuple[str, 
     root = Path(root)
     catalog = load_catalog(root, assignment)
     name = f"{catalog.NOTEBOOK}.ipynb"
-    source = nbformat.read(root / "source" / assignment / name, as_version=4)
-    release = nbformat.read(root / "release" / assignment / name, as_version=4)
+    where = folders(root)
+    source = nbformat.read(where.source(assignment) / name, as_version=4)
+    release = nbformat.read(where.release(assignment) / name, as_version=4)
     full = answered(release, source)
     partial_cells: dict[str, str] = {}
     partial_edits: dict[str, list[tuple[str, str]]] = {}
@@ -139,8 +140,9 @@ def build(root: str | os.PathLike[str], jobs: int = 2) -> list[Outcome]:
         shutil.rmtree(demo_root)
         demo_root = demo_course(root)
         commands.release_assignments(demo_root, assignments(demo_root))
-    write_demo_class(demo_root, demo_root / "submitted", assignments(demo_root))
-    print(f"\n（演示班级在 {(demo_root / 'submitted').relative_to(root)}，有自己的成绩库，不影响真实班级）")
+    submitted = folders(demo_root).submitted()
+    write_demo_class(demo_root, submitted, assignments(demo_root))
+    print(f"\n（演示班级在 {submitted.relative_to(root)}，有自己的成绩库，不影响真实班级）")
     outcomes = commands.grade(demo_root, jobs=jobs)
     commands.step("反馈")
     commands.publish_feedback(demo_root, outcomes)

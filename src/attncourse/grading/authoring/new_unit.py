@@ -81,7 +81,7 @@ VARIANTS: at least eight realistic mistakes, each with the exact test cells that
 hidden test needs a mistake that only it catches. `python -m attncourse.grading.authoring.quickcheck {unit}`
 grades them; `pytest tests/test_catalog_schema.py -k {unit}` checks the shape in seconds.
 """
-from attncourse.grading.catalogs import deck_definitions
+from attncourse.grading.deck_code import deck_definitions
 
 NOTEBOOK = "{notebook}"
 

@@ -16,20 +16,19 @@ import nbformat
 from sqlalchemy.exc import SAWarning
 
 from ...config import find_root
-from .. import logs
-from ..catalogs import load_catalog
+from .. import commands, logs
+from ..catalogs import load_catalog, source_notebook
 from ..cells import grade_id, test_cell_ids
-from ..course import copy_course_files, nbgrader_config, use_this_environment
+from ..course import copy_course_files, folders, nbgrader_config, use_this_environment
 from ..model import Outcome
 from ..release import student_version as release
-from ..run import autograde
 from .variants import catalog_cases
 
 
 def failed_tests(root: Path, outcome: Outcome, tests: Collection[str]) -> dict[str, str]:
     """{test grade_id: verdict} of the cells where `outcome` lost points, read from its autograded notebook."""
-    found: dict[str, str] = {}
-    for path in (root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"):
+    found = {}
+    for path in folders(root).autograded(outcome.student, outcome.assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
             gid = grade_id(cell)
@@ -50,15 +49,14 @@ def main(assignment: str, only: Collection[str] = ()) -> int:
         cases = {k: v for k, v in catalog_cases(root, assignment).items() if not only or k in only}
         pairs = []
         for student, (nb, _) in cases.items():
-            folder = root / "submitted" / student / assignment
+            folder = folders(root).submitted(student, assignment)
             folder.mkdir(parents=True)
             nbformat.write(nb, folder / f"{catalog.NOTEBOOK}.ipynb")
             pairs.append((assignment, student))
         start = time.time()
-        outcomes = autograde.grade_class(nbgrader_config(root, root / "submitted"), pairs,
-                                         jobs=os.cpu_count() or 1, warn=lambda _: None)
-        tests = set(test_cell_ids(nbformat.read(root / "source" / assignment / f"{catalog.NOTEBOOK}.ipynb",
-                                                as_version=4)))
+        outcomes = commands.grade_submissions(nbgrader_config(root), pairs, jobs=os.cpu_count() or 1,
+                                              warn=lambda _: None)
+        tests = set(test_cell_ids(source_notebook(root, assignment, catalog)))
         bad = 0
         for o in outcomes:
             expected = cases[o.student][1]

@@ -13,6 +13,7 @@ from nbformat import NotebookNode
 
 from ..catalogs import load_catalog, source_notebook, with_code
 from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
+from ..course import folders
 
 
 def answered(release_nb: NotebookNode, source_nb: NotebookNode, replace_cells: dict[str, str] | None = None,
@@ -27,14 +28,14 @@ def answered(release_nb: NotebookNode, source_nb: NotebookNode, replace_cells: d
     return nb
 
 
-def catalog_cases(root: str | os.PathLike[str], assignment: str) -> dict[str, tuple[NotebookNode, set[str]]]:
+def catalog_cases(root: str | Path, assignment: str) -> dict[str, tuple[NotebookNode, set[str]]]:
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
     code, the other correct answers (`correct_<name>`), every variant that shows on this machine (`needs_cuda`
     ones only where CUDA is used) and, for a misconception, its twin (`twin_<id>`: the same mistake written
     another way)."""
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
-    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     cases: dict[str, tuple[NotebookNode, set[str]]] = {
         "reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
     for name, cells in getattr(catalog, "ALSO_CORRECT", {}).items():
@@ -47,11 +48,11 @@ def catalog_cases(root: str | os.PathLike[str], assignment: str) -> dict[str, tu
     return cases
 
 
-def deck_only(root: str | os.PathLike[str], assignment: str) -> NotebookNode:
+def deck_only(root: str | Path, assignment: str) -> NotebookNode:
     """The student version with only the answers a deck prints (`ALSO_CORRECT["deck"]`) filled in, the other
     answer cells left as released: what a student who copies the lecture earns."""
     catalog = load_catalog(root, assignment)
-    rel = nbformat.read(Path(root) / "release" / assignment / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     deck = getattr(catalog, "ALSO_CORRECT", {}).get("deck", {})
     nb: NotebookNode = copy.deepcopy(rel)
     for cell in nb.cells:

@@ -3,8 +3,9 @@
 A student's latest upload is the one graded, whatever its name; uploads at the same time (LMSs often keep times
 to the minute) go to the LMS's later copy (`x (1).ipynb` after `x.ipynb`). The note says which file was graded and
 which were set aside. A student who already has a submission in `submitted/` keeps whichever is later; the
-earlier one is moved to `submitted_earlier/`, never overwritten silently. Files that match no pattern or are too
-large are listed, not guessed, and the rest of the download is collected.
+earlier one is moved to `submitted_earlier/`, never overwritten silently. Whose file it is and which assignment's
+notebook it is are read as `lms.py` says; files that cannot be placed are listed with why, not guessed, and the
+rest of the download is collected.
 """
 import datetime
 import shutil
@@ -15,6 +16,8 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.utils import parse_utc
 
+from ..course import Folders
+from . import roster
 from .lms import LMSFileNames, read_download
 from .staging import TIMESTAMP
 
@@ -45,7 +48,8 @@ def _replace_earlier(root, dest, when, student, assignment):
     if before is None or before >= when:
         earlier = "没有时间记录" if before is None else f"{before:%Y-%m-%d %H:%M:%S}"
         return f"{student}：已收集的提交（{earlier}）不比这次的（{when:%Y-%m-%d %H:%M:%S}）旧，保留已收集的", False
-    archive = Path(root) / "submitted_earlier" / student / assignment / f"{before:%Y%m%d-%H%M%S}"
+    submitted = Path(dest).parent.parent  # the class folder: the earlier one goes beside it, in <name>_earlier/
+    archive = submitted.with_name(f"{submitted.name}_earlier") / student / assignment / f"{before:%Y%m%d-%H%M%S}"
     archive.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(dest), str(archive))
     return (f"{student}：新提交（{when:%Y-%m-%d %H:%M:%S}）替换了之前的（{before:%Y-%m-%d %H:%M:%S}），"
@@ -57,7 +61,7 @@ def import_class(cfg, root, class_dir, assignment_ids) -> list:
     an existing submission is replaced only by a later one (by timestamp.txt, else the folder's time, in UTC).
     Returns notes."""
     root, notes = Path(root), []
-    submitted = root / cfg.CourseDirectory.submitted_directory
+    submitted = Folders(cfg).submitted()
     if not class_dir.is_dir():
         raise FileNotFoundError(f"找不到提交目录 {class_dir}（应为 <学生>/<作业>/*.ipynb 的结构）")
     for folder in sorted(p for p in class_dir.iterdir() if p.is_dir()):
@@ -76,17 +80,38 @@ def import_class(cfg, root, class_dir, assignment_ids) -> list:
     return notes
 
 
+def grouped(unmatched, examples=3) -> list:
+    """[(why, count, the first few names)] of the entries not collected, the largest group first."""
+    groups = {}
+    for name, why in unmatched:
+        groups.setdefault(why, []).append(name)
+    return [(why, len(names), names[:examples]) for why, names in sorted(groups.items(), key=lambda g: -len(g[1]))]
+
+
+def write_listing(path, unmatched) -> None:
+    """Every entry not collected, once, under its reason."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for why, count, _ in grouped(unmatched):
+        lines += [f"# {why}（{count} 个）"] + [name for name, w in unmatched if w == why]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _when(t):
     return f"{t:%Y-%m-%d %H:%M:%S} UTC"
 
 
-def collect(cfg, root, source, assignment, released) -> Collected:
-    """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names."""
+def collect(cfg, root, source, assignment, released, others=None) -> Collected:
+    """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names,
+    `others` {notebook name: assignment} those of the other assignments."""
     root = Path(root)
     plugin = LMSFileNames(config=cfg)
     result = Collected()
     with tempfile.TemporaryDirectory() as scratch:
-        uploads, result.unmatched = read_download(Path(source), Path(scratch), plugin, released)
+        uploads, result.unmatched, result.notes = read_download(Path(source), Path(scratch), plugin, released,
+                                                                 others)
+        if plugin.roster:
+            uploads = roster.apply(uploads, roster.read_roster(root / plugin.roster), result.unmatched)
         chosen = {}  # (student, notebook) -> the upload graded
         groups = {}
         for upload in uploads:
@@ -95,13 +120,13 @@ def collect(cfg, root, source, assignment, released) -> Collected:
             group.sort(key=lambda u: (u.when, u.copy_number, u.name))
             chosen[(student, notebook)] = group[-1]
             if len(group) > 1:
-                aside = "、".join(f"{u.name}（{_when(u.when)}）" for u in group[:-1])
-                result.notes.append(f"{student} 交了 {len(group)} 份 {notebook}：评分用最新的 {group[-1].name}"
+                aside = "、".join(f"{u.shown}（{_when(u.when)}）" for u in group[:-1])
+                result.notes.append(f"{student} 交了 {len(group)} 份 {notebook}：评分用最新的 {group[-1].shown}"
                                     f"（{_when(group[-1].when)}），放在一边的：{aside}")
         by_student = {}
         for (student, _), upload in chosen.items():
             by_student.setdefault(student, []).append(upload)
-        submitted = root / cfg.CourseDirectory.submitted_directory
+        submitted = Folders(cfg).submitted()
         for student, group in sorted(by_student.items()):
             when = max(u.when for u in group)
             dest = submitted / student / assignment
@@ -113,7 +138,7 @@ def collect(cfg, root, source, assignment, released) -> Collected:
             dest.mkdir(parents=True)
             for upload in group:
                 shutil.copyfile(upload.path, dest / upload.notebook)
-                result.taken.append((student, upload.notebook, upload.when, upload.name))
+                result.taken.append((student, upload.notebook, upload.when, upload.shown))
             (dest / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC", encoding="utf-8")
         with Gradebook(cfg.CourseDirectory.db_url) as gb:
             for student, group in by_student.items():

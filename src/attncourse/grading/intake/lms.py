@@ -1,44 +1,73 @@
 """Reading an LMS download: every uploaded file with its student, its notebook and the time it was uploaded.
 
-File names are read by nbgrader's ZipCollect collector plugin (`FileNameCollectorPlugin`) with the course's
-pattern, `c.FileNameCollectorPlugin.named_regexp`, applied to each file's name, or, for a download with a folder
-per student (`2023123456_张三/scoring.ipynb`), to the folder's name joined to the file's with "_".
+Whose file it is comes from what the LMS wrote, never from what the student typed. In a download with a folder
+per student (`2023123456_张三/scoring.ipynb`), the folder decides: nbgrader's pattern,
+`c.FileNameCollectorPlugin.named_regexp`, is applied to the folder's name joined to the file's with "_", and the
+folder's name must be the whole of the LMS's prefix (the match's `file_id` starts with the file's name). In a flat
+download, the LMS's own prefix of the file's name decides (the pattern is anchored at the start). Everything
+below the LMS's folder or after its prefix is the student's: a file there whose own name claims another student
+stays with the folder's student, with a note, and a folder whose files claim several other students is not a
+student's folder (it is listed, not collected). An entry whose name an LMS never writes (`..`, an absolute path,
+control characters, a part over 255 bytes) creates no student; one folder around the whole download (a teacher's
+re-zip) whose name is not a student's is looked through.
 
-Zip entry names are decoded as their archiver wrote them: UTF-8 when the entry says so (flag bit 11) or carries
-an Info-ZIP Unicode Path field, else UTF-8 if the bytes are UTF-8 (Info-ZIP, macOS), else in the archivers'
-legacy code page `c.LMSFileNames.zip_encoding` (GB18030, a superset of GBK, as Windows' own zip writes on a
-Chinese system; CP437 for old Western archivers), before any path is split (a GBK character may contain the
-byte of "\\"). The bytes alone cannot tell GBK from CP437, hence the setting.
+Each notebook goes to the assignment whose released notebook it is named after; one named after another
+assignment's released notebook is listed for that assignment, never taken for this one.
+
+Zip entry names are decoded once per archive: an entry marked UTF-8 (flag bit 11) or carrying an Info-ZIP
+Unicode Path field whose CRC matches its raw name (APPNOTE 4.6.9) is read as it says; the other names are UTF-8
+only if all of them are valid UTF-8, else in the archivers' legacy code page `c.LMSFileNames.zip_encoding`
+(GB18030, a superset of GBK, as Windows' own zip writes on a Chinese system; CP437 for old Western archivers).
+GBK bytes can happen to be valid UTF-8 (`郑一` reads as `֣һ`), so one name proves nothing; a GBK character may
+contain the byte of "\\", so names are decoded before any path is split.
+
+A download may expand to at most `c.LMSFileNames.max_download_mb` (counted while copying, not taken from the
+headers); links and other special entries are listed, not unpacked.
 
 Times are compared in UTC. A time without a zone (in a file name, or a zip entry's time, which is the LMS's
 clock) is read in `c.LMSFileNames.timezone`; a file of a folder has the time of its last change.
 """
 import datetime
 import re
-import shutil
+import stat
 import struct
+import unicodedata
 import zipfile
+import zlib
 import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
 from nbgrader.utils import parse_utc
-from traitlets import Unicode
+from traitlets import Integer, Unicode
 
 from .reading import MAX_FILE_BYTES
 from .staging import student_id_problem
 
-MAX_DOWNLOAD_BYTES = 8 << 30  # a zip that unpacks to more than this is not unpacked further
 UNICODE_PATH = 0x7075  # Info-ZIP Unicode Path extra field
+MAX_PART_BYTES = 255  # longest file or folder name a file system (and so an LMS) writes
+CHUNK = 1 << 20
 # How an LMS or a browser names a later copy of the same file: "scoring (1)", "scoring（1）", "scoring-2".
 COPY_SUFFIX = re.compile(r"(\s*[\(（](?P<paren>\d+)[\)）]|-(?P<dash>\d+))$")
 TIME_FORMATS = ("%Y-%m-%d-%H-%M-%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y%m%d%H%M%S", "%Y%m%d-%H%M%S",
                 "%Y-%m-%d %H:%M", "%Y-%m-%d-%H-%M", "%Y%m%d%H%M")
 ZONE_WORDS = re.compile(r"\s*(UTC|UCT|GMT|Z)$", re.I)
 SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # written by the archiver's system, not by a student
+MOODLE_FOLDER = re.compile(r"_assignsubmission_[a-z]+_$")  # "<full name>_<participant id>_assignsubmission_file_"
+BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # make a name display reversed
 COMPOUND_SURNAMES = ("欧阳", "司马", "上官", "诸葛", "东方", "皇甫", "尉迟", "公孙", "慕容", "令狐", "长孙", "宇文",
                      "司徒", "夏侯", "轩辕", "端木", "独孤", "南宫", "西门", "万俟", "闻人", "赫连", "澹台", "公冶")
+# Why an entry is not collected: the same words for every entry of a kind, so that they can be counted.
+NOT_NOTEBOOK = "不是 notebook"
+NO_MATCH = "文件名不符合 c.FileNameCollectorPlugin.named_regexp"
+NOT_PLAIN = "不是 LMS 会写的名字（含 ..、绝对路径、控制字符或超过 255 字节），不据此认定学生"
+NOT_STUDENT_FOLDER = "所在文件夹的名字不是 LMS 的学生文件夹名（不符合 named_regexp），不按文件自己的名字认定学生"
+LINK = "是符号链接（zip 中的链接不解开）"
+SPECIAL = "是特殊文件（设备、管道等），不解开"
+ENCRYPTED = "加了密码，无法解开"
+BROKEN = "在 zip 中已损坏（CRC 或压缩数据出错）"
+TOO_LARGE = f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"
 
 
 class LMSFileNames(FileNameCollectorPlugin):
@@ -48,9 +77,27 @@ class LMSFileNames(FileNameCollectorPlugin):
                                            "'gb18030' (GBK, Windows on a Chinese system) or 'cp437'.").tag(config=True)
     timezone = Unicode("", help="The LMS's time zone (e.g. 'Asia/Shanghai'): times in file names and zip entries "
                                 "that carry no zone are read in it. Empty: this machine's zone.").tag(config=True)
+    roster = Unicode("", help="A CSV, relative to the course folder, mapping the ids the LMS writes to student "
+                              "numbers and names (see intake/roster.py). Empty: the LMS's ids are the students' "
+                              "ids.").tag(config=True)
+    max_download_mb = Integer(2048, help="The most a download may expand to, in MiB: 2 GiB holds a class of 200 "
+                                         "with 10 MB each (a notebook with its figures is usually under 5 MB); "
+                                         "what lies beyond is listed, not unpacked.").tag(config=True)
 
     def collect(self, submitted_file):
-        return super().collect(Path(submitted_file).name)
+        return self.match(Path(submitted_file).name)
+
+    def match(self, name: str, prefix: str = "") -> dict | None:
+        """The pattern's groups for the file `name`, or for `prefix` (a folder's name) joined to it with "_" when
+        the folder's name is the whole of what the pattern reads before `file_id`; None otherwise. (nbgrader's own
+        `_match` logs a warning for every name that does not match.)"""
+        if Path(name).suffix not in self.valid_ext or not self.named_regexp:
+            return None
+        text = f"{prefix}_{name}" if prefix else name
+        m = re.match(self.named_regexp, text)
+        if not m or (prefix and m.start("file_id") != len(prefix) + 1):
+            return None
+        return m.groupdict()
 
     def zone(self):
         return zoneinfo.ZoneInfo(self.timezone) if self.timezone else None
@@ -84,13 +131,21 @@ class LMSFileNames(FileNameCollectorPlugin):
 
 @dataclass
 class Upload:
-    path: Path  # the file, unpacked
-    name: str  # its name as the student's LMS shows it
-    folder: str  # the folder it was in ("" for none)
+    path: Path | None  # the file, unpacked (None: not a notebook, not unpacked)
+    parts: list  # its path in the download, folder by folder ([name] for a file at the top)
     when: datetime.datetime  # upload time, naive UTC
     student: str = ""
     notebook: str = ""  # the released notebook it is for
     names: dict = field(default_factory=dict)  # first_name / last_name for the gradebook
+
+    @property
+    def name(self) -> str:
+        """The file's name as the student's LMS shows it."""
+        return self.parts[-1]
+
+    @property
+    def shown(self) -> str:
+        return "/".join(self.parts)
 
     @property
     def copy_number(self) -> int:
@@ -108,101 +163,216 @@ def split_name(full) -> tuple[str, str]:
     return full[:surname], full[surname:]
 
 
-def entry_name(info: zipfile.ZipInfo, legacy="gb18030") -> str:
-    """The name of a zip entry as its archiver meant it (see the module's docstring)."""
-    if info.flag_bits & 0x800:
-        return info.filename
+def _raw_name(info: zipfile.ZipInfo) -> bytes:
+    """The name's bytes as stored in the archive (zipfile decoded unmarked names as CP437)."""
+    return info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+
+
+def unicode_path(info: zipfile.ZipInfo) -> str | None:
+    """The Info-ZIP Unicode Path field's name, if the field is there, well formed, and its CRC32 is that of the
+    header's raw name (else the name was changed by a tool that did not know the field: APPNOTE 4.6.9)."""
     extra = info.extra
     while len(extra) >= 4:
         kind, size = struct.unpack("<HH", extra[:4])
-        if kind == UNICODE_PATH and size > 5:
+        if kind == UNICODE_PATH and size > 5 and len(extra) >= 4 + size and extra[4] == 1:
+            crc = struct.unpack("<I", extra[5:9])[0]
+            if crc != zlib.crc32(_raw_name(info)):
+                return None
             try:
                 return extra[9:4 + size].decode("utf-8")
             except UnicodeDecodeError:
-                break
+                return None
         extra = extra[4 + size:]
-    raw = info.orig_filename.encode("cp437")  # what zipfile decoded, as the bytes in the archive
-    for encoding in ("utf-8", legacy):
-        try:
-            return raw.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return info.orig_filename
+    return None
+
+
+def archive_names(infos, legacy="gb18030") -> list[str]:
+    """The names of a zip's entries as their archiver meant them: one decision for the whole archive."""
+    marked = [info.filename if info.flag_bits & 0x800 else unicode_path(info) for info in infos]
+    unmarked = [_raw_name(info) for info, name in zip(infos, marked) if name is None]
+    try:
+        for raw in unmarked:
+            raw.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        encoding = legacy
+    return [name if name is not None else _raw_name(info).decode(encoding, errors="replace")
+            for info, name in zip(infos, marked)]
+
+
+def name_problem(name: str) -> str:
+    """Why a path in a download is not one an LMS writes ("" if it is)."""
+    parts = re.split(r"[\\/]", name)
+    if (name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts
+            or any(unicodedata.category(ch) == "Cc" or ch in BIDI_CONTROLS for ch in name)
+            or any(len(p.encode("utf-8")) > MAX_PART_BYTES for p in parts)):
+        return NOT_PLAIN
+    return ""
+
+
+def _parts(name):
+    return [p for p in re.split(r"[\\/]", name) if p not in ("", ".")]
+
+
+def _shown(name, limit=120):
+    """A name for the listing: control characters escaped, long names cut."""
+    text = "".join(ch if unicodedata.category(ch) != "Cc" and ch not in BIDI_CONTROLS else ascii(ch)[1:-1]
+                   for ch in name)
+    return text if len(text) <= limit else text[:limit] + f"…（共 {len(name)} 个字符）"
 
 
 def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]:
-    """([Upload], skipped [(name, why)]) of a zip: no links or folders of its own, nothing over the size limits."""
-    uploads, skipped, total = [], [], 0
+    """([Upload], skipped [(name, why)]) of a zip: every notebook entry written as `into/<k>/file`, counting the
+    bytes as they are written, nothing beyond the size limits; links, special entries and broken ones listed."""
+    uploads, skipped, left = [], [], plugin.max_download_mb << 20
+    beyond = f"超出下载解压后的上限 {plugin.max_download_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
     with zipfile.ZipFile(archive) as z:
-        for i, info in enumerate(z.infolist()):
-            mode = info.external_attr >> 16
-            if info.is_dir() or (mode and (mode & 0o170000) == 0o120000):
+        infos = z.infolist()
+        for k, (info, name) in enumerate(zip(infos, archive_names(infos, plugin.zip_encoding))):
+            mode = info.external_attr >> 16 if info.create_system == 3 else 0  # Unix modes: only from Unix archivers
+            if info.is_dir() or stat.S_ISDIR(mode):
                 continue
-            parts = [p for p in re.split(r"[\\/]", entry_name(info, plugin.zip_encoding)) if p not in ("", ".", "..")]
-            if not parts:
+            why = (name_problem(name) or (LINK if stat.S_ISLNK(mode) else "")
+                   or (SPECIAL if stat.S_IFMT(mode) not in (0, stat.S_IFREG) else "")  # 0: only permissions
+                   or (ENCRYPTED if info.flag_bits & 0x1 else "")
+                   or (TOO_LARGE if info.file_size > MAX_FILE_BYTES else "") or (beyond if left <= 0 else ""))
+            if why or not _parts(name):
+                skipped.append((_shown(name), why or NOT_PLAIN))
                 continue
-            if info.file_size > MAX_FILE_BYTES:
-                skipped.append((parts[-1], f"过大（{info.file_size >> 20} MB，超过 {MAX_FILE_BYTES >> 20} MB），未收集"))
+            when = plugin.to_utc(datetime.datetime(*info.date_time))
+            if Path(name).suffix not in plugin.valid_ext:  # listed (or skipped as the archiver's) but not unpacked
+                uploads.append(Upload(None, _parts(name), when))
                 continue
-            total += info.file_size
-            if total > MAX_DOWNLOAD_BYTES:
-                skipped.append((parts[-1], f"下载解压后超过 {MAX_DOWNLOAD_BYTES >> 30} GB，其余文件未收集"))
-                break
-            target = into / f"{i:05d}" / "file"
+            target = into / f"{k:05d}" / "file"
             target.parent.mkdir(parents=True)
-            with z.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            uploads.append(Upload(target, parts[-1], parts[-2] if len(parts) > 1 else "",
-                                  plugin.to_utc(datetime.datetime(*info.date_time))))
+            written = _copy(z, info, target, min(MAX_FILE_BYTES, left))
+            if written is None:
+                target.unlink()
+                skipped.append((_shown(name), BROKEN))
+            elif written < 0:  # stopped: more came out than the limit
+                target.unlink()
+                download_full = left <= MAX_FILE_BYTES  # the download's limit stopped it, not the file's
+                skipped.append((_shown(name), beyond if download_full else TOO_LARGE))
+                left = 0 if download_full else left
+            else:
+                left -= written
+                uploads.append(Upload(target, _parts(name), when))
     return uploads, skipped
+
+
+def _copy(z, info, target, most) -> int | None:
+    """Copy an entry, stopping as soon as more than `most` bytes have come out: the bytes written, -1 when it
+    stopped, None when the entry is broken."""
+    written = 0
+    try:
+        with z.open(info) as src, open(target, "wb") as dst:
+            while chunk := src.read(CHUNK):
+                written += len(chunk)
+                if written > most:
+                    return -1
+                dst.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError):
+        return None
+    return written
 
 
 def from_folder(folder: Path) -> tuple[list, list]:
     uploads, skipped = [], []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        if path.stat().st_size > MAX_FILE_BYTES:
-            skipped.append((path.name, f"过大（{path.stat().st_size >> 20} MB），未收集"))
+    for path in sorted(folder.rglob("*")):
+        shown = str(path.relative_to(folder))
+        mode = path.lstat().st_mode
+        if stat.S_ISDIR(mode):
             continue
-        when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).replace(tzinfo=None)
-        uploads.append(Upload(path, path.name, path.parent.name if path.parent != folder else "", when))
+        if not stat.S_ISREG(mode):
+            skipped.append((_shown(shown), LINK if stat.S_ISLNK(mode) else SPECIAL))
+        elif name_problem(shown):
+            skipped.append((_shown(shown), NOT_PLAIN))
+        elif path.stat().st_size > MAX_FILE_BYTES:
+            skipped.append((_shown(shown), TOO_LARGE))
+        else:
+            when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).replace(tzinfo=None)
+            uploads.append(Upload(path, list(path.relative_to(folder).parts), when))
     return uploads, skipped
 
 
-def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: list) -> tuple[list, list]:
-    """([Upload] with student, notebook and names found, unmatched [(name, why)]) of a zip or a folder."""
+def _archiver_file(upload) -> bool:
+    return upload.name in SYSTEM_FILES or upload.name.startswith("._") or upload.parts[0] == "__MACOSX"
+
+
+def _unwrap(uploads, plugin):
+    """Look through folders around the whole download (a teacher's re-zip) whose names are not a student's, nor
+    a Moodle student's folder (which a pattern for another LMS does not match)."""
+    while uploads and all(len(u.parts) > 1 for u in uploads) and len({u.parts[0] for u in uploads}) == 1:
+        if MOODLE_FOLDER.search(uploads[0].parts[0]) or any(plugin.match(u.name, u.parts[0]) for u in uploads):
+            break
+        for upload in uploads:
+            upload.parts = upload.parts[1:]
+
+
+def _notebook(file_id, released, others) -> tuple[str, str]:
+    """(this assignment's notebook, "") for a file the student named `file_id`, or ("", why not)."""
+    stem = COPY_SUFFIX.sub("", Path(file_id).stem)
+    named = [(len(Path(n).stem), n, "") for n in released if Path(n).stem in stem]
+    named += [(len(Path(n).stem), n, aid) for n, aid in others.items() if n not in released and Path(n).stem in stem]
+    exact = [item for item in named if f"{stem}.ipynb" == item[1]]
+    if exact or named:
+        _, notebook, aid = max(exact or named)
+        if not aid:
+            return notebook, ""
+        return "", f"是作业 {aid} 的 {notebook}，不收入本作业（用 --assignment {aid} 收集）"
+    if len(released) == 1:
+        return released[0], ""  # one notebook per assignment: whatever the student called it
+    return "", f"对应不到作业中的 notebook（{'、'.join(released)}）"
+
+
+def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: list, others=None):
+    """([Upload] with student, notebook and names found, unmatched [(name, why)], notes) of a zip or a folder.
+    `released`: this assignment's notebook names; `others`: {notebook name: assignment} of the other ones."""
     if source.is_file() and zipfile.is_zipfile(source):
         uploads, unmatched = unpack(source, scratch, plugin)
     elif source.is_dir():
         uploads, unmatched = from_folder(source)
     else:
         raise FileNotFoundError(f"{source} 不是 zip 文件或文件夹")
-    found = []
+    archiver = [u for u in uploads if _archiver_file(u)]
+    notes = [f"跳过了压缩软件自己写的 {len(archiver)} 个文件（__MACOSX、.DS_Store 等）"] if archiver else []
+    uploads = [u for u in uploads if u not in archiver]
+    _unwrap(uploads, plugin)
+    found, claims, claim_notes = [], {}, []  # claims: LMS folder -> {student ids its files claim}
     for upload in uploads:
-        if upload.name in SYSTEM_FILES or upload.name.startswith("._") or upload.folder == "__MACOSX":
-            continue
-        info = plugin.collect(upload.name) or (plugin.collect(f"{upload.folder}_{upload.name}") if upload.folder
-                                               else None)
+        folder = upload.parts[0] if len(upload.parts) > 1 else ""
+        info = plugin.match(upload.name, folder)
         if not info:
-            unmatched.append((upload.name, "文件名不符合 c.FileNameCollectorPlugin.named_regexp"
-                              if upload.name.endswith(".ipynb") else "不是 notebook"))
+            unmatched.append((_shown(upload.shown), NOT_NOTEBOOK if Path(upload.name).suffix not in plugin.valid_ext
+                              else NOT_STUDENT_FOLDER if folder and plugin.match(upload.name) else NO_MATCH))
             continue
         problem = student_id_problem(info["student_id"])
         if problem:
-            unmatched.append((upload.name, problem))
-            continue
-        stem = COPY_SUFFIX.sub("", Path(info["file_id"]).stem)
-        if f"{stem}.ipynb" in released:
-            upload.notebook = f"{stem}.ipynb"
-        elif len(released) == 1:
-            upload.notebook = released[0]  # one notebook per assignment: whatever the student called it
-        else:
-            unmatched.append((upload.name, f"对应不到作业中的 notebook（{'、'.join(released)}）"))
+            unmatched.append((_shown(upload.shown), problem))
             continue
         upload.student = info["student_id"]
+        own = upload.name if folder else info["file_id"]  # what the student typed
+        claimed = [c for c in [plugin.match(own)] + [plugin.match(upload.name, sub) for sub in upload.parts[1:-1]]
+                   if c and c["student_id"] != upload.student]
+        if claimed:
+            claims.setdefault(folder, set()).update(c["student_id"] for c in claimed)
+            claim_notes.append((folder, f"{upload.student}：{_shown(upload.shown)} 自称属于 "
+                                f"{'、'.join(c['student_id'] for c in claimed)}，但 LMS 写明它是 {upload.student} "
+                                f"的（{'文件夹' if folder else '文件名前缀'}），仍算作 {upload.student} 的，不会交给别的学生"))
+            own = claimed[0]["file_id"] if plugin.match(own) else own
+        upload.notebook, why = _notebook(own, released, others or {})
+        if why:
+            unmatched.append((_shown(upload.shown), why))
+            continue
         if info.get("timestamp"):
             upload.when = plugin.parse_time(info["timestamp"]) or upload.when
         upload.names = {k: info[k] for k in ("first_name", "last_name") if info.get(k)}
         if info.get("full_name"):
             upload.names["last_name"], upload.names["first_name"] = split_name(info["full_name"])
         found.append(upload)
-    return found, unmatched
+    wrappers = {folder for folder, ids in claims.items() if folder and len(ids) > 1}
+    for upload in [u for u in found if len(u.parts) > 1 and u.parts[0] in wrappers]:
+        found.remove(upload)
+        unmatched.append((_shown(upload.shown), "所在文件夹里的文件自称属于好几名不同的学生：它不是一名学生的文件夹"
+                                                "（像是整个下载外面又套了一层），没有收集；请收集它里面的内容"))
+    return found, unmatched, notes + [note for folder, note in claim_notes if folder not in wrappers]

@@ -8,15 +8,20 @@ aside, renamed or repaired is noted.
 import hashlib
 import os
 import re
+import shutil
 import stat
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 from nbgrader.utils import parse_utc
 
 from ...notebooks import dumps
 from ..cells import grade_id
+from ..course import Folders
 from . import matching, reading
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -31,6 +36,7 @@ class Intake:
     reason: str = ""  # why it cannot be graded
     notes: list = field(default_factory=list)  # what was set aside or changed, for the CSV and report
     digest: str = ""  # of what was staged: an unchanged submission keeps its grade
+    submitted_at: str = "提交时间未知"  # when it was handed in, as timestamp.txt says
 
 
 def student_id_problem(name) -> str:
@@ -119,8 +125,25 @@ def stage(submitted, staged, assignment, released) -> Intake:
         try:
             parse_utc(text)
             (staged / TIMESTAMP).write_text(text, encoding="utf-8")
+            intake.submitted_at = f"提交于 {text}"
             digest.update(b"timestamp\0" + text.encode())
         except ValueError:
             intake.notes.append(f"{TIMESTAMP} 的内容不是时间，已忽略")
     intake.folder, intake.digest = staged, digest.hexdigest()
     return intake
+
+
+@contextmanager
+def class_staged(cfg, pairs: list[tuple[str, str]]) -> Iterator[list[Intake]]:
+    """Every (assignment, student) of the class folder (`c.CourseDirectory.submitted_directory`) staged into a
+    scratch folder of the course's build/grading/, removed afterwards; yields their Intakes in order."""
+    where = Folders(cfg)
+    work = where.root / "build" / "grading"
+    work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=work, prefix="staged-"))
+    released = {a: {p.name: nbformat.read(p, as_version=4) for p in where.released_notebooks(a)}
+                for a in sorted({a for a, _ in pairs})}
+    try:
+        yield [stage(where.submitted(s, a), scratch / s / a, a, released[a]) for a, s in pairs]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -51,13 +51,14 @@ class LMSExport(ExportPlugin):
     def _score(gradebook, root, assignment, student):
         """(points counted now or None, a note) for one student's assignment."""
         record = read_record(root, assignment, student)
-        if record is not None and record.get("status") == Status.FAILED:
-            return None, f"评分失败（{record.get('reason', '')}）"
+        if record is not None and record.status == Status.FAILED:
+            return None, f"评分失败（{record.reason}）"
         try:
             submission = gradebook.find_submission(assignment, student)
         except MissingEntry:
             return None, "未提交"
-        scores = counted(submission)
+        scores = counted(submission, record)
         held = [f"{scores.withheld:g} 分待复核（已确定 {scores.counted:g} 分）"] if scores.withheld else []
         waiting = [f"{scores.pending:g} 分待人工评分"] if scores.pending else []
-        return PENDING if scores.withheld else scores.counted, "，".join(held + waiting)
+        decided = [f"复核：{record.review.describe()}"] if record is not None and record.review else []
+        return PENDING if scores.withheld else scores.counted, "，".join(held + waiting + decided)

@@ -28,11 +28,11 @@ from traitlets import Bool
 
 from .. import safe_html
 from ..cells import TA_ONLY, is_test_cell
-from ..course import coursedir
+from ..course import Folders, coursedir
 from ..files import replace_dir
 from ..model import Outcome
+from ..records import flag_after_grading
 from ..release.student_version import secret_lines
-from ..run.autograde import flag_after_grading
 from ..syntax import docstring
 
 TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
@@ -124,8 +124,8 @@ def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
     """Each graded student's feedback, written to a scratch folder, checked for hidden-test lines (the released
     tests, from the gradebook, less what the student version shows and the student's own cells), and only then
     published in feedback/. A failure or a leak stays on the student's row. Returns how many were published."""
-    root = Path(root)
-    hidden = {a: hidden_lines(cfg, a) - notebook_lines(sorted((root / "release" / a).glob("*.ipynb")))
+    root, where = Path(root), Folders(cfg)
+    hidden = {a: hidden_lines(cfg, a) - notebook_lines(where.released_notebooks(a))
               for a in {o.assignment for o in outcomes}}
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
@@ -147,18 +147,18 @@ def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
                 o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
                 continue
             made = Path(scratch) / o.student / o.assignment
-            watch = hidden[o.assignment] - notebook_lines(sorted((root / "autograded" / o.student / o.assignment)
+            watch = hidden[o.assignment] - notebook_lines(sorted(where.autograded(o.student, o.assignment)
                                                                  .glob("*.ipynb")), skip_tests=True)
             pages = {p.name: page_text(p) for p in sorted(made.rglob("*")) if p.is_file()}
             leaked = [name for name, text in pages.items() if any(line in text for line in watch)]
             if leaked:
                 o.flags.append(f"反馈（{'、'.join(leaked)}）中出现了隐藏测试的内容，反馈已扣留")
-                flag_after_grading(cfg, root, o)
-                shutil.rmtree(root / "feedback" / o.student / o.assignment, ignore_errors=True)
+                flag_after_grading(cfg.CourseDirectory.db_url, root, o)
+                shutil.rmtree(where.feedback(o.student, o.assignment), ignore_errors=True)
                 continue
             if mathjax:
                 link_or_copy(mathjax, made / MATHJAX)
-            replace_dir(made, root / "feedback" / o.student / o.assignment, scratch)
+            replace_dir(made, where.feedback(o.student, o.assignment), scratch)
             published += 1
     return published
 

@@ -6,38 +6,38 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
 import mistune
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from ...plotting import use_course_style
+from ..files import write_atomic
+from ..model import Outcome, Status
+from ..text import for_csv, for_markdown, for_terminal
 
-from ...plotting import use_course_style  # noqa: E402
-from ..files import write_atomic  # noqa: E402
-from ..model import Outcome, Status  # noqa: E402
-from ..text import for_csv, for_markdown, for_terminal  # noqa: E402
-
+DECISION_ZH = {"accepted": "确认计入", "rejected": "记 0 分", "formgrader": "在 formgrader 中给分"}
 STATUS_ZH = {Status.GRADED: "已评分", Status.KEPT: "已评分（沿用）", Status.FAILED: "评分失败", Status.ERROR: "工具出错"}
 
 
-COLUMNS = ["assignment", "student", "status", "score", "max_score", "pending_manual", "withheld_for_review",
-           "reason", "review", "notes"]
+COLUMNS = ["assignment", "student", "name", "status", "score", "max_score", "pending_manual", "withheld_for_review",
+           "reason", "review", "review_decision", "reviewed_by", "reviewed_at", "notes"]
 
 
 def write_grades_csv(outcomes, path) -> None:
     """One row per submission. A failed submission has no score, only its reason: never a silent 0.
 
     `score` counts neither written answers waiting for a TA (`pending_manual`) nor autograded points held
-    back until a person has reviewed the flags in `review` (`withheld_for_review`)."""
+    back until a person has reviewed the flags in `review` (`withheld_for_review`); a person's decision on them is
+    `review_decision` (accepted, rejected or formgrader), `reviewed_by` and `reviewed_at`."""
     buffer = io.StringIO()
     w = csv.writer(buffer)
     w.writerow(COLUMNS)
     for o in outcomes:
-        ok = o.status.has_score
-        w.writerow([o.assignment, for_csv(o.student), o.status, f"{o.score:g}" if ok else "",
+        ok, r = o.status.has_score, o.review
+        w.writerow([o.assignment, for_csv(o.student), for_csv(o.name), o.status, f"{o.score:g}" if ok else "",
                     f"{o.max_score:g}" if ok else "", f"{o.pending:g}" if ok else "",
                     f"{o.withheld:g}" if ok else "", for_csv(o.reason), for_csv("；".join(o.flags), 2000),
+                    r.decision if r else "", for_csv(r.by) if r else "", r.at if r else "",
                     for_csv("；".join(o.notes), 2000)])
     write_atomic(path, "\ufeff" + buffer.getvalue())  # BOM: Excel opens Chinese correctly
 
@@ -71,36 +71,47 @@ def misconception_counts(items) -> list:
 
 def _histogram(scores, maximum, title, path):
     use_course_style()
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig = Figure(figsize=(6, 3.2), layout="tight")
+    ax = fig.subplots()
     bins = max(5, min(20, int(maximum) + 1))
     ax.hist(scores, bins=bins, range=(0, maximum), color="#c0392b", edgecolor="white")
     ax.set(xlabel="得分", ylabel="人数", title=title)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _pass_rates(rates, title, path):
     use_course_style()
     names = list(rates)
-    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(names) + 1.2))
+    fig = Figure(figsize=(6.5, 0.35 * len(names) + 1.2), layout="tight")
+    ax = fig.subplots()
     ax.barh(names, [rates[n] * 100 for n in names], color="#2c7fb8")
     ax.invert_yaxis()
     ax.set(xlim=(0, 100), xlabel="满分通过率（%）", title=title)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
+
+
+def held_text(o: Outcome) -> str:
+    """The autograded score of a submission with points held for review, in the words every screen uses:
+    "26/28，其中 26 分待复核"."""
+    return f"{o.score + o.withheld:g}/{o.max_score:g}，其中 {o.withheld:g} 分待复核"
+
+
+def _score(o: Outcome) -> str:
+    if not o.status.has_score:
+        return "—"
+    return held_text(o) if o.withheld else f"{o.score:g} / {o.max_score:g}"
 
 
 def _student_rows(items, out_dir, feedback_dir):
     """The per-student table of one assignment: score, pending, what is held and why, link to the feedback."""
-    rows = ["| 学生 | 状态 | 得分 | 待人工评分 | 待复核 | 原因 / 复核 | 反馈 |", "|---|---|---|---|---|---|---|"]
+    rows = ["| 学号 | 姓名 | 状态 | 得分 | 待人工评分 | 原因 / 复核 | 反馈 |", "|---|---|---|---|---|---|---|"]
     for o in sorted(items, key=lambda o: o.student):
         pages = sorted((Path(feedback_dir) / o.student / o.assignment).glob("*.html")) if feedback_dir else []
         link = " ".join(f"[{for_markdown(p.stem)}](<{os.path.relpath(p, out_dir)}>)" for p in pages) or "—"
-        why = o.reason or "；".join(o.flags)
-        score = f"{o.score:g} / {o.max_score:g}" if o.status.has_score else "—"
-        rows.append(f"| {for_markdown(o.student)} | {STATUS_ZH.get(o.status, o.status)} | {score} | "
-                    f"{o.pending:g} | {o.withheld:g} | {for_markdown(why, 300)} | {link} |")
+        why = o.reason or "；".join(o.flags) + (f"（{o.review.describe()}）" if o.review else "")
+        rows.append(f"| {for_markdown(o.student)} | {for_markdown(o.name) or '—'} | {STATUS_ZH.get(o.status, o.status)}"
+                    f" | {_score(o)} | {o.pending:g} | {for_markdown(why, 300)} | {link} |")
     return rows + [""]
 
 
@@ -145,14 +156,22 @@ def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
             sec += [f"| {for_markdown(label)} | {count} |" for label, count in common]
             sec.append("")
         sec += ["### 每名学生", ""] + _student_rows(items, out_dir, feedback_dir)
-        flagged = [o for o in items if o.flags]
-        if flagged:
-            sec += ["### 需人工复核的提交（自动评分的分数在复核前不计入）", "",
-                    "| 学生 | 暂不计入 | 原因 |", "|---|---|---|"]
-            sec += [f"| {for_markdown(o.student)} | {o.withheld:g} | {for_markdown('；'.join(o.flags), 2000)} |"
-                    for o in flagged]
+        held = [o for o in items if o.withheld]
+        if held:
+            sec += ["### 待复核的提交（自动评分的分数在复核前不计入）", "",
+                    "| 学号 | 姓名 | 自动评分 | 原因 |", "|---|---|---|---|"]
+            sec += [f"| {for_markdown(o.student)} | {for_markdown(o.name) or '—'} | {held_text(o)} | "
+                    f"{for_markdown('；'.join(o.flags), 2000)} |" for o in held]
             sec += ["", "在 formgrader 中打开提交可以看到每条原因所在的行；确认后运行 `course review <作业> <学生> "
                     "--accept`（计入）或 `--reject`（记 0 分），或在 formgrader 中逐个给分。", ""]
+        decided = [o for o in items if o.review]
+        if decided:
+            sec += ["### 已复核的提交", "", "| 学号 | 姓名 | 决定 | 复核人 | 时间（UTC） | 原因 |", "|---|---|---|---|---|---|"]
+            sec += [f"| {for_markdown(o.student)} | {for_markdown(o.name) or '—'} | "
+                    f"{DECISION_ZH.get(o.review.decision, o.review.decision)}（{o.review.points:g} 分） | "
+                    f"{for_markdown(o.review.by)} | {o.review.at.replace('T', ' ')[:16]} | "
+                    f"{for_markdown('；'.join(o.review.flags), 2000)} |" for o in decided]
+            sec.append("")
         noted = [o for o in items if o.notes]
         if noted:
             sec += ["### 评分时的说明", "", "| 学生 | 说明 |", "|---|---|"]
@@ -189,9 +208,10 @@ def summary_table(outcomes) -> str:
     rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s} {'待人工':>6s}  原因 / 复核"]
     for o in outcomes:
         ok = o.status.has_score
-        score = f"{o.score:g}/{o.max_score:g}" if ok else "—"
+        score = f"{o.score + o.withheld:g}/{o.max_score:g}" if ok else "—"
         pending = f"{o.pending:g}" if ok and o.pending else ""
-        note = o.reason or (f"⚠ 复核前暂不计入 {o.withheld:g} 分：" + "；".join(o.flags) if o.flags else "")
+        note = o.reason or (f"⚠ 其中 {o.withheld:g} 分待复核：" + "；".join(o.flags) if o.withheld else "")
+        note = note or (o.review.describe() if o.review else "")
         rows.append(f"{o.assignment:14s} {for_terminal(o.student, 64):18s} {STATUS_ZH.get(o.status, o.status):10s} "
                     f"{score:>9s} {pending:>6s}  {for_terminal(note)}")
     return "\n".join(rows)
@@ -200,9 +220,10 @@ def summary_table(outcomes) -> str:
 def describe(o: Outcome) -> str:
     """One line of `course grade`'s progress for a finished submission."""
     head = f"{o.assignment:14s} {for_terminal(o.student, 64):18s}"
-    review = f"  ⚠ 需人工复核（{o.withheld:g} 分暂不计入）：{for_terminal('；'.join(o.flags))}" if o.flags else ""
     if o.status.has_score:
-        mark = "✔" if o.status == Status.GRADED else "＝"
+        mark = "⚠" if o.withheld else "✔" if o.status == Status.GRADED else "＝"
+        score = held_text(o) if o.withheld else f"{o.score:g}/{o.max_score:g}"
         manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""
-        return f"{head} {mark} {o.score:g}/{o.max_score:g}{manual}  ({o.seconds:.1f} s){review}"
+        why = f"  待复核：{for_terminal('；'.join(o.flags))}" if o.withheld else ""
+        return f"{head} {mark} {score}{manual}  ({o.seconds:.1f} s){why}"
     return f"{head} ✘ {for_terminal(o.reason)}  ({o.seconds:.1f} s)"

@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 
 from ...config import settings
+from ..course import folders
 from . import student_version as release
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
@@ -41,7 +42,8 @@ def wheel(root: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path
 def contents(root: Path, assignment: str, scratch: str | os.PathLike[str]) -> dict[str, bytes]:
     """{name in the zip: bytes} of the hand-out."""
     root = Path(root)
-    notebooks = sorted((root / "release" / assignment).glob("*.ipynb"))
+    where = folders(root)
+    notebooks = where.released_notebooks(assignment)
     if not notebooks or assignment not in release.record(root):
         raise FileNotFoundError(f"{assignment} 尚未发布：先运行 course release {assignment}")
     files = {f"{assignment}/{nb.name}": nb.read_bytes() for nb in notebooks}
@@ -62,13 +64,13 @@ def contents(root: Path, assignment: str, scratch: str | os.PathLike[str]) -> di
 def leaks(root: str | os.PathLike[str], assignment: str, files: Mapping[str, bytes]) -> list[str]:
     """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
     catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
-    found: list[str] = []
+    root, found, where = Path(root), [], folders(root)
     package = Path(__file__).resolve().parents[2]
     for name, data in files.items():
         if name.startswith(("source/", "catalog/")) or "/source/" in name or "/catalog/" in name:
             found.append(f"{name}: 课程的 source/ 或 catalog/ 文件")
         elif name.endswith(".ipynb"):
-            source = Path(root) / "source" / assignment / Path(name).name
+            source = where.source(assignment) / Path(name).name
             with tempfile.NamedTemporaryFile(suffix=".ipynb") as copy:
                 copy.write(data)
                 copy.flush()

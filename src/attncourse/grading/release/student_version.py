@@ -19,11 +19,10 @@ from nbgrader.converters import GenerateAssignment
 from traitlets.config import Config
 
 from ..cells import MARKERS, REGION, is_answer_cell
-from ..course import coursedir
+from ..course import Folders, coursedir, folders
 from ..files import write_atomic
 
 RECORD = "released.json"
-
 
 
 class LeakError(Exception):
@@ -67,7 +66,7 @@ def release(cfg: Config, root: str | os.PathLike[str], assignment: str, force: b
     root = Path(root)
     if not force and changes_since_release(root, assignment) == []:
         say(f"  ＝ {assignment} 自上次发布以来没有改动")
-        return sorted((root / "release" / assignment).glob("*.ipynb"))
+        return Folders(cfg).released_notebooks(assignment)
     submitted = submission_count(cfg.CourseDirectory.db_url, assignment)
     if submitted and not force:
         raise ReleaseRefused(f"{assignment} 已有 {submitted} 份提交，不能重新发布：那会改变已提交作业的评分依据。"
@@ -78,21 +77,21 @@ def release(cfg: Config, root: str | os.PathLike[str], assignment: str, force: b
     done = record(root)
     done[assignment] = {
         "released": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "release": checksums(root / "release" / assignment),
-        "source": checksums(root / "source" / assignment)}
+        "release": checksums(Folders(cfg).release(assignment)),
+        "source": checksums(Folders(cfg).source(assignment))}
     write_atomic(root / RECORD, json.dumps(done, ensure_ascii=False, indent=1, sort_keys=True))
     return checked
 
 
-def changes_since_release(root: str | os.PathLike[str], assignment: str) -> list[str] | None:
+def changes_since_release(root: str | Path, assignment: str) -> list[str] | None:
     """What differs from the record of `assignment` (empty when nothing); None if it was never released."""
     entry = record(root).get(assignment)
     if entry is None:
         return None
-    notes: list[str] = []
-    for folder in ("release", "source"):
-        if checksums(Path(root) / folder / assignment) != entry[folder]:
-            notes.append(f"{folder}/{assignment} 在发布后改动过")
+    where, notes = folders(root), list[str]()
+    for name, folder in (("release", where.release(assignment)), ("source", where.source(assignment))):
+        if checksums(folder) != entry[name]:
+            notes.append(f"{folder.relative_to(where.root)} 在发布后改动过")
     return notes
 
 
@@ -140,8 +139,8 @@ def release_all(cfg: Config, root: str | os.PathLike[str], assignment_ids: Itera
     checked: list[Path] = []
     for aid in assignment_ids:
         generate(cfg, aid)
-        for src in sorted((Path(root) / "source" / aid).glob("*.ipynb")):
-            rel = Path(root) / "release" / aid / src.name
+        for src in sorted(Folders(cfg).source(aid).glob("*.ipynb")):
+            rel = Folders(cfg).release(aid) / src.name
             if not rel.exists():
                 raise LeakError(f"{rel} was not generated")
             check_release(src, rel)

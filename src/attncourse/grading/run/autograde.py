@@ -1,8 +1,8 @@
 """Autograding a class with nbgrader's own Autograde converter, several students at once.
 
-For each submission: take it in (intake/staging.py), grade it into a scratch folder, hold back the autograded
-points of a submission flagged for review, and only then move the result into `autograded/` and write its
-record (`build/grading/records/`). A run that is killed half-way leaves no finished-looking grade: the next run
+For each staged submission (intake/staging.py): grade it into a scratch folder, hold back the autograded points
+of a submission flagged for review, and only then move the result into the autograded folder and keep its record
+(`records.write_record`). A run that is killed half-way leaves no finished-looking grade: the next run
 grades that submission again. An unchanged submission with a record keeps its grade (and its manual grades).
 """
 import copy
@@ -19,14 +19,15 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute
 from traitlets.config import Config
 
-from ..course import coursedir, kernel_env, released_notebooks
+from ..course import Folders, coursedir, kernel_env
 from ..files import replace_dir
-from ..intake import staging
+from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
-from ..records import hold_for_review, outcome_from_record, read_record, read_scores, write_record
+from .. import records
+from ..records import Record
 from . import ta_view
 from .cluster import Cluster, Workers
 from .execution import RESULT, TURN, WORKERS, CourseExecute
@@ -71,26 +72,28 @@ def grading_config(cfg) -> Config:
     return cfg
 
 
-def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True, workers=None) -> Outcome:
+def grade_one(cfg, root, intake: Intake, scratch, force=False, sandboxed=True, workers=None) -> Outcome:
     """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers`) and record
     it."""
     if workers is not None and workers.lost:
         raise workers.lost_error()
     start = time.time()
     a, s = intake.assignment, intake.student
-    if intake.reason:  # the student's name is a folder's name, so it can name the record too
-        write_record(root, a, s, {"status": Status.FAILED, "reason": intake.reason, "notes": intake.notes})
-        return Outcome(a, s, Status.FAILED, intake.reason, notes=intake.notes)
     db_url = cfg.CourseDirectory.db_url
-    dest = Path(root) / "autograded" / s / a
-    record = read_record(root, a, s)
+    if intake.reason:  # the student's name is a folder's name, so it can name the record too
+        records.write_record(root, a, s, Record(Status.FAILED, reason=intake.reason, notes=intake.notes))
+        return Outcome(a, s, Status.FAILED, intake.reason, notes=intake.notes)
+    dest = Folders(cfg).autograded(s, a)
+    record = records.read_record(root, a, s)
     with TURN.held():
-        if not force and record and record.get("digest") == intake.digest and (
-                dest.is_dir() or record.get("status") == Status.FAILED):
+        if not force and record and record.digest == intake.digest and (
+                dest.is_dir() or record.status == Status.FAILED):
             try:
-                return outcome_from_record(db_url, root, a, s, status=Status.KEPT)
+                kept = records.outcome(db_url, root, a, s, status=Status.KEPT)
             except MissingEntry:
-                pass  # the gradebook lost it: grade again
+                kept = None  # the gradebook lost it: grade again
+            if kept is not None:
+                return kept
     result = SubmissionResult(sandboxed=sandboxed)
     with TURN.held():
         cd = coursedir(cfg, a, s)
@@ -105,37 +108,24 @@ def grade_one(cfg, root, intake, scratch, force=False, sandboxed=True, workers=N
                 raise workers.lost_error() from exc
             reason = result.failure or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
             notes = intake.notes + result.notes
-            write_record(root, a, s, {"digest": intake.digest, "status": Status.FAILED, "reason": reason,
-                                      "flags": result.flags, "notes": notes})
+            records.write_record(root, a, s, Record(Status.FAILED, intake.digest, reason, result.flags, notes=notes))
             return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=notes)
-        if result.held:
-            hold_for_review(db_url, a, s, result.held)
+        held = records.hold(db_url, a, s, result.held) if result.held else {}
         for path in sorted((Path(scratch) / s / a).glob("*.ipynb")):
-            ta_view.prepare(path, result, a, s)
+            ta_view.prepare(path, result, a, s, intake.submitted_at)
         replace_dir(Path(scratch) / s / a, dest, scratch)
         notes = intake.notes + result.notes
-        write_record(root, a, s, {"digest": intake.digest, "status": Status.GRADED, "flags": result.flags,
-                                  "held": sorted(result.held), "notes": notes, "diagnoses": result.diagnoses})
-        scores = read_scores(db_url, a, s)
-    return Outcome(a, s, Status.GRADED, "", time.time() - start, flags=result.flags, notes=notes,
-                   diagnoses=result.diagnoses, timings=result.timings).take_scores(scores)
+        records.write_record(root, a, s, Record(Status.GRADED, intake.digest, flags=result.flags, held=held, notes=notes,
+                                        diagnoses=result.diagnoses))
+        graded = records.outcome(db_url, root, a, s)
+    assert graded is not None
+    graded.seconds, graded.timings = time.time() - start, result.timings
+    return graded
 
 
-def flag_after_grading(cfg, root, outcome: Outcome) -> None:
-    """A flag found after grading (in the feedback): hold the points back, unless a person has already decided
-    on this submission (`course review`), and keep the flag in the record."""
-    db_url = cfg.CourseDirectory.db_url
-    record = read_record(root, outcome.assignment, outcome.student) or {}
-    if "review" not in record:
-        record["held"] = hold_for_review(db_url, outcome.assignment, outcome.student)
-    write_record(root, outcome.assignment, outcome.student, {**record, "flags": outcome.flags})
-    outcome.take_scores(read_scores(db_url, outcome.assignment, outcome.student))
-
-
-def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, outcome: None, warn=print,
-                preload=True, cluster="") -> list:
-    """Autograde every (assignment, student) pair of the class folder `cfg.CourseDirectory.submitted_directory`;
-    returns their Outcomes in input order. `progress(done, total, outcome)` is called as each one finishes.
+def grade_class(cfg, intakes: list[Intake], jobs=1, force=False, progress=lambda done, total, outcome: None,
+                warn=print, preload=True, cluster="") -> list:
+    """Autograde every staged submission of `intakes` (intake/staging.py); returns their Outcomes in input order. `progress(done, total, outcome)` is called as each one finishes.
 
     `preload`: kernels start as forks of a process that has imported torch and d2l (see isolation/preload.py);
     each kernel is sandboxed (isolation/sandbox.py) unless no sandbox can be made here or `preload` is False.
@@ -145,7 +135,6 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
     """
     cfg = grading_config(cfg)
     root = Path(cfg.CourseDirectory.root)
-    class_dir = root / cfg.CourseDirectory.submitted_directory  # relative paths are the course root's
     workers = sandbox = None
     if cluster:
         workers = Workers(cluster, cfg, warn, Cluster(config=cfg).connect_timeout)
@@ -155,8 +144,6 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
-    released = {a: released_notebooks(root, a) for a in sorted({a for a, _ in pairs})}
-    intakes = [staging.stage(class_dir / s / a, scratch / "staged" / s / a, a, released[a]) for a, s in pairs]
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     results = {}
@@ -175,7 +162,7 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
                         break
                     outcome = Outcome(*key, Status.ERROR, f"{type(exc).__name__}: {exc}")
                 results[key] = outcome
-                progress(done, len(pairs), outcome)
+                progress(done, len(intakes), outcome)
     finally:  # nbgrader's converters chdir to the course root, from several threads
         os.environ.clear()
         os.environ.update(saved_env)
@@ -187,4 +174,4 @@ def grade_class(cfg, pairs, jobs=1, force=False, progress=lambda done, total, ou
         error = workers.lost_error()
         error.graded = len(results)
         raise error
-    return [results[p] for p in pairs]
+    return [results[(i.assignment, i.student)] for i in intakes]

@@ -12,7 +12,6 @@ and values within a tolerance for its dtype. A misconception is named only when 
 nothing is shown. A passed test is never diagnosed.
 """
 import builtins
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,7 +87,7 @@ _UNITS: dict[tuple[str, int], "Unit | None"] = {}  # (catalog path, its mtime) -
 class Unit:
     """One assignment's misconceptions and what their code returns to each test, computed once per process."""
 
-    def __init__(self, root: str | os.PathLike[str], assignment: str) -> None:
+    def __init__(self, root: str | Path, assignment: str) -> None:
         catalog = load_catalog(root, assignment)
         self.source = source_notebook(root, assignment, catalog)
         self.deck = Path(getattr(catalog, "DECK", "")).stem
@@ -124,14 +123,14 @@ class Unit:
         return self._runs[key]
 
 
-def catalog_path(root: str | os.PathLike[str], assignment: str) -> Path:
+def catalog_path(root: str | Path, assignment: str) -> Path:
     return Path(root) / "catalog" / f"{assignment}.py"
 
 
 UNAVAILABLE = "提示：本作业的错误目录（catalog/）无法读取，反馈中不会给出“可能的原因”"
 
 
-def unit(root: str | os.PathLike[str], assignment: str) -> Unit | None:
+def unit(root: str | Path, assignment: str) -> Unit | None:
     """The assignment's Unit; None when the course has no catalog for it or the catalog cannot be read (a
     diagnosis is a hint: it never stops grading)."""
     path = catalog_path(root, assignment)

@@ -1,9 +1,9 @@
 """The autograded notebook as the TA reads it in formgrader, made before it is written to `autograded/`.
 
 - Nothing the student wrote is active: the notebook is sanitized (`safe_html`).
-- The student's own run is shown: the outputs of each code cell as submitted (kept, trimmed, by intake), after
-  the grader's, marked as the student's run. Written answers refer to those numbers; the grader does not rerun
-  the experiments.
+- One run per cell, labelled with which run it is: a code cell the student ran shows the student's own outputs
+  as submitted (kept, trimmed, by intake), the numbers the written answers cite; a cell the student did not run
+  shows what the grader's run printed. Test cells show their verdict.
 - A submission held for review opens with a banner (for the TA only, never in feedback) naming each hold with
   the cell, the line and the line itself.
 """
@@ -13,20 +13,29 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell, new_output
 
-from ..cells import TA_ONLY
+from ..cells import TA_ONLY, is_test_cell
 from ..intake.reading import SUBMITTED_OUTPUTS
 from ..model import SubmissionResult
 from ..safe_html import sanitize_notebook
 
-STUDENT_RUN = "—— 以下是学生提交时自己运行得到的输出（评分时没有重新运行，仅供阅读）——\n"
+STUDENT_RUN = "—— 学生提交前自己运行得到的输出（{when}）：书面题引用的是这些数字 ——\n"
+GRADER_RUN = "—— 评分时运行这个单元格得到的输出（学生提交的 notebook 中这里没有输出）——\n"
 
 
-def show_student_outputs(nb) -> None:
+def show_one_run(nb, when: str) -> None:
+    """Each code cell that is not a test shows one run, labelled: the student's own outputs where the student ran
+    it (`when`: the submission's time), else the grader's."""
     for cell in nb.cells:
-        kept = cell.metadata.pop(SUBMITTED_OUTPUTS, None) if cell.cell_type == "code" else None
-        if not kept:
+        if cell.cell_type != "code":
             continue
-        cell.outputs.append(new_output("stream", name="stdout", text=STUDENT_RUN))
+        kept = cell.metadata.pop(SUBMITTED_OUTPUTS, None)
+        if is_test_cell(cell):
+            continue
+        if not kept:
+            if cell.outputs:
+                cell.outputs.insert(0, new_output("stream", name="stdout", text=GRADER_RUN))
+            continue
+        cell.outputs = [new_output("stream", name="stdout", text=STUDENT_RUN.format(when=when))]
         for item in kept:
             if "image/png" in item:
                 cell.outputs.append(new_output("display_data", data={"image/png": item["image/png"],
@@ -47,14 +56,15 @@ def banner(nb, result: SubmissionResult, assignment: str, student: str) -> Noteb
     body = (f"<h3>⚠ 待复核（只给助教看，不会出现在学生的反馈中）</h3>\n<p>暂不计分的测试单元格：{html.escape(held)}。"
             "这些写法可能影响评分程序，需要人看一眼：</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n"
             f"<p>复核：<code>course review {html.escape(assignment)} {html.escape(student)} --accept</code>（计入）"
-            "或 <code>--reject</code>（记 0 分）；也可以在下面的测试单元格逐个给分。</p>")
+            "或 <code>--reject</code>（记 0 分）；也可以在下面这些测试单元格中逐个给分（复核前记 0 分，给满分即计入），"
+            "复核人和时间都会记录。</p>")
     return new_markdown_cell(body, metadata={"tags": [TA_ONLY]})
 
 
-def prepare(path, result: SubmissionResult, assignment: str, student: str) -> None:
+def prepare(path, result: SubmissionResult, assignment: str, student: str, when: str) -> None:
     nb = nbformat.read(path, as_version=4)
     sanitize_notebook(nb)
-    show_student_outputs(nb)
+    show_one_run(nb, when)
     if result.review_lines:
         nb.cells.insert(0, banner(nb, result, assignment, student))
     nbformat.write(nb, path)

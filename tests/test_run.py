@@ -1,0 +1,126 @@
+"""The run stage's decisions, in seconds: what `grade_one` keeps, fails, holds or gives up on, with nbgrader's
+converter replaced by a fake that writes what a real run writes (the gradebook's grades, the autograded
+notebook, the execute step's `SubmissionResult`). The real converter and kernel are the end-to-end tests'."""
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attncourse.grading.intake.staging import Intake
+from attncourse.grading.model import Status
+from attncourse.grading.records import read_record
+from attncourse.grading.run import autograde
+from conftest import small_course
+
+STUDENTS = iter(range(2023000100, 2023000200))
+
+
+class FakeAutograde:
+    """Stands for CourseAutograde: `behaviour` says what the run does."""
+    behaviour, runs = "pass", 0
+
+    def __init__(self, result, workers, coursedir, config):
+        self.result, self.coursedir = result, coursedir
+
+    def start(self):
+        FakeAutograde.runs += 1
+        a, s = self.coursedir.assignment_id, self.coursedir.student_id
+        if self.behaviour == "crash":
+            self.result.failure = "内核崩溃：测试用的原因"
+            raise RuntimeError("the kernel died")
+        with Gradebook(self.coursedir.db_url) as gb:
+            gb.update_or_create_student(s)
+            gb.update_or_create_submission(a, s)
+            gb.find_grade("test_double", "work", a, s).auto_score = 5.0
+            gb.find_grade("test_double", "work", a, s).needs_manual_grade = False
+            gb.find_grade("why", "work", a, s).needs_manual_grade = True
+            gb.db.commit()
+        if self.behaviour == "hold":
+            self.result.flags.append("单元格 #2：导入了 gc 模块")
+            self.result.held.add("test_double")
+        out = Path(self.coursedir.format_path(self.coursedir.autograded_directory, s, a))
+        out.mkdir(parents=True, exist_ok=True)
+        release = Path(self.coursedir.format_path(self.coursedir.release_directory, ".", a))
+        nbformat.write(nbformat.read(release / "work.ipynb", as_version=4), out / "work.ipynb")
+
+
+class LostWorkers:
+    lost = True
+
+    def lost_error(self):
+        return ConnectionError("the cluster is gone")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    root, cfg, _ = small_course(tmp_path_factory.mktemp("run"))
+    return root, autograde.grading_config(cfg)
+
+
+@pytest.fixture
+def course(small, tmp_path, monkeypatch):
+    """The small course, a student of its own staged for assignment `a`, and the fake converter."""
+    root, cfg = small
+    sid = str(next(STUDENTS))
+    monkeypatch.setattr(autograde, "CourseAutograde", FakeAutograde)
+    FakeAutograde.behaviour, FakeAutograde.runs = "pass", 0
+    staged = tmp_path / "staged" / sid / "a"
+    staged.mkdir(parents=True)
+    (staged / "work.ipynb").write_text((root / "release" / "a" / "work.ipynb").read_text(encoding="utf-8"))
+    return root, cfg, Intake("a", sid, staged, digest="d1"), tmp_path / "scratch"
+
+
+def test_a_graded_submission_is_kept_with_its_record(course):
+    root, cfg, intake, scratch = course
+    sid = intake.student
+    graded = autograde.grade_one(cfg, root, intake, scratch)
+    assert (graded.status, graded.score, graded.max_score, graded.pending, graded.withheld) == (
+        Status.GRADED, 5, 7, 2, 0)
+    assert (root / "autograded" / sid / "a" / "work.ipynb").is_file()
+    assert read_record(root, "a", sid).status == Status.GRADED and read_record(root, "a", sid).digest == "d1"
+    again = autograde.grade_one(cfg, root, intake, scratch)
+    assert again.status == Status.KEPT and again.score == 5 and FakeAutograde.runs == 1
+    assert autograde.grade_one(cfg, root, intake, scratch, force=True).status == Status.GRADED
+    assert FakeAutograde.runs == 2
+
+
+def test_a_submission_that_cannot_run_fails_with_its_reason_and_no_score(course):
+    root, cfg, intake, scratch = course
+    sid = intake.student
+    FakeAutograde.behaviour = "crash"
+    failed = autograde.grade_one(cfg, root, intake, scratch)
+    assert failed.status == Status.FAILED and failed.score is None and failed.reason == "内核崩溃：测试用的原因"
+    assert not (root / "autograded" / sid).exists()
+    assert read_record(root, "a", sid).reason == failed.reason
+    again = autograde.grade_one(cfg, root, intake, scratch)  # unchanged: not run again, still failed
+    assert again.status == Status.FAILED and again.reason == failed.reason and FakeAutograde.runs == 1
+
+
+def test_a_refused_intake_fails_without_running(course):
+    root, cfg, intake, scratch = course
+    sid = intake.student
+    intake.reason = "提交中含符号链接或特殊文件（x），拒绝评分"
+    failed = autograde.grade_one(cfg, root, intake, scratch)
+    assert failed.status == Status.FAILED and failed.reason == intake.reason and FakeAutograde.runs == 0
+
+
+def test_a_flagged_submission_is_held_where_formgrader_shows_it(course):
+    root, cfg, intake, scratch = course
+    sid = intake.student
+    FakeAutograde.behaviour = "hold"
+    held = autograde.grade_one(cfg, root, intake, scratch)
+    assert (held.status, held.score, held.withheld, held.flags) == (Status.GRADED, 0, 5, ["单元格 #2：导入了 gc 模块"])
+    assert read_record(root, "a", sid).held == {"test_double": 5.0}
+    with Gradebook(cfg.CourseDirectory.db_url) as gb:
+        notebook = gb.find_submission_notebook("work", "a", sid)
+        grade = gb.find_grade("test_double", "work", "a", sid)
+        assert notebook.flagged and grade.needs_manual_grade and grade.auto_score == 0 and grade.manual_score is None
+
+
+def test_a_lost_cluster_records_nothing(course):
+    root, cfg, intake, scratch = course
+    sid = intake.student
+    with pytest.raises(ConnectionError):
+        autograde.grade_one(cfg, root, intake, scratch, workers=LostWorkers())
+    assert read_record(root, "a", sid) is None and FakeAutograde.runs == 0
