@@ -16,11 +16,11 @@ import sys
 
 os.environ.setdefault("ATTN_COURSE_DEVICE", "cpu")
 
-from attncourse.config import find_root  # noqa: E402
-from attncourse.grading.catalogs import load_catalog, source_notebook, with_code  # noqa: E402
-from attncourse.grading.cells import test_cell_ids  # noqa: E402
-from attncourse.grading.course import assignments  # noqa: E402
-from attncourse.grading.run import diagnosis  # noqa: E402
+from attncourse.config import find_root
+from attncourse.grading.catalogs import load_catalog, source_notebook, with_code
+from attncourse.grading.cells import test_cell_ids
+from attncourse.grading.course import assignments
+from attncourse.grading.run import diagnosis
 
 
 def diagnoses(unit, nb, tests):

@@ -23,11 +23,11 @@ from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
 from attncourse.config import find_root
+from attncourse.grading import commands
 from attncourse.grading.authoring import demo
 from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
-from attncourse.grading.release import student_version as release
 from attncourse.grading.publish import feedback
-from attncourse.grading import commands
+from attncourse.grading.release import student_version as release
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 

@@ -797,7 +797,7 @@ def _pooling_twin(reduce):
             blocks = t.reshape(num_kv_heads, h // num_kv_heads, d, *t.shape[1:])
             state[key] = blocks.%s.reshape(num_kv_heads * d, *t.shape[1:])
     gqa.load_state_dict(state, strict=False)
-    return gqa''' % reduce
+    return gqa''' % reduce  # noqa: UP031 - the template is Python code, full of braces
 
 
 _GQA_TWIN = '''class MyAttention(nn.Module):

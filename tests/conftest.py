@@ -16,13 +16,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.api import Gradebook
 
+from attncourse.grading import commands
 from attncourse.grading.authoring.variants import catalog_cases, deck_only, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id, has_hidden_tests, is_test_cell, test_cell_ids
+from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.model import Status
 from attncourse.grading.records import Record, hold, outcome, write_record
-from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
 from attncourse.grading.release import student_version as release
-from attncourse.grading import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = assignments(ROOT)

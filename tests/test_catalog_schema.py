@@ -5,6 +5,7 @@ import types
 import pytest
 
 from attncourse.grading.authoring.variants import catalog_problems, load_catalog, source_notebook
+
 from conftest import ROOT, UNITS
 
 

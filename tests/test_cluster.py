@@ -19,6 +19,7 @@ from attncourse.grading.authoring.variants import catalog_cases
 from attncourse.grading.cells import is_answer_cell
 from attncourse.grading.course import nbgrader_config
 from attncourse.grading.records import read_record, records_dir
+
 from conftest import copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]

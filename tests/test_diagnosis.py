@@ -5,6 +5,7 @@ import threading
 
 from attncourse.grading.catalogs import load_catalog, source_notebook, with_code
 from attncourse.grading.run import diagnosis
+
 from conftest import ROOT
 
 A1 = "a1_scoring"

@@ -118,6 +118,7 @@ def _course_code():
 
     from attncourse.grading.authoring.variants import load_catalog
     from attncourse.grading.cells import HIDDEN_PART, is_test_cell
+
     from conftest import ROOT, UNITS
     found = [(f"{deck.name} #{i}", c.source) for deck in sorted((ROOT / "notebooks").glob("*.ipynb"))
              for i, c in enumerate(nbformat.read(deck, as_version=4).cells) if c.cell_type == "code"]

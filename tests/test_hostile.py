@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -21,6 +20,7 @@ from nbgrader.api import Gradebook
 from attncourse.grading.model import Status
 from attncourse.grading.records import Record, read_record
 from attncourse.grading.release import student_version as release
+
 from conftest import ROOT, auto_points, copy_course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]

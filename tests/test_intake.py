@@ -9,7 +9,6 @@ from nbformat.v4 import new_code_cell, new_notebook
 from attncourse.grading.intake import lms, matching, reading, roster, staging
 
 
-
 @pytest.fixture
 def released():
     nb = new_notebook(cells=[new_code_cell("x = 1", metadata={"nbgrader": {
@@ -196,12 +195,12 @@ def raw_zip(path, entries):
             z.writestr(info, data)
             placeholders.append((placeholder, name, utf8))
     blob = path.read_bytes()
-    for placeholder, name, utf8 in placeholders:
+    for placeholder, name, _utf8 in placeholders:
         assert blob.count(placeholder) == 2
         blob = blob.replace(placeholder, name)
     if any(utf8 for _, _, utf8 in placeholders):  # set bit 11 in the local and central headers of those entries
         blob = bytearray(blob)
-        for placeholder, name, utf8 in placeholders:
+        for _placeholder, name, utf8 in placeholders:
             start = 0
             while utf8 and (at := blob.find(name, start)) != -1:
                 header = blob.rfind(b"PK\x03\x04", 0, at)

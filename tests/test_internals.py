@@ -167,6 +167,7 @@ def test_autograde_runs_nbgraders_execute_step():
     from attncourse.grading.course import nbgrader_config
     from attncourse.grading.run.autograde import grading_config
     from attncourse.grading.run.execution import CourseExecute
+
     from conftest import ROOT
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"
@@ -177,11 +178,12 @@ def test_autograde_runs_nbgraders_execute_step():
 def test_formgrader_calls_nbconverts_mathjax_macro_with_its_cdn_default():
     """grading/publish/formgrader.py replaces exactly this URL (nbgrader's formgrade template calls `mathjax()`
     without one) by the course's own MathJax."""
-    import nbconvert
     from pathlib import Path
 
-    from attncourse.grading.publish.formgrader import CDN_MATHJAX
+    import nbconvert
     from nbgrader.server_extensions.formgrader import handlers
+
+    from attncourse.grading.publish.formgrader import CDN_MATHJAX
     macro = Path(nbconvert.__file__).parents[4] / "share" / "jupyter" / "nbconvert" / "templates" / "base" / "mathjax.html.j2"
     assert CDN_MATHJAX in macro.read_text(encoding="utf-8"), f"{macro} no longer defaults to {CDN_MATHJAX}"
     formgrade = Path(handlers.template_path) / "formgrade" / "index.html.j2"

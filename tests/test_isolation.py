@@ -7,6 +7,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 def test_without_a_sandbox_grading_says_so_loudly(monkeypatch):
     from attncourse.grading.course import nbgrader_config
     from attncourse.grading.isolation import sandbox
+
     from conftest import ROOT
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     said = []

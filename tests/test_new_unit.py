@@ -11,6 +11,7 @@ from attncourse.grading.authoring.variants import catalog_problems, load_catalog
 from attncourse.grading.course import nbgrader_config
 from attncourse.grading.release import student_version
 from attncourse.notebooks import tidy
+
 from conftest import copy_course
 
 

@@ -6,6 +6,7 @@ import pytest
 from nbclient import NotebookClient
 
 from attncourse.notebooks import course_notebooks, tidy
+
 from conftest import ROOT
 
 ALL_COMMITTED = sorted(p for folder in ("notebooks", "source", "release") for p in (ROOT / folder).rglob("*.ipynb")

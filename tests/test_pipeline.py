@@ -9,6 +9,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from attncourse.grading.release import student_version as release
+
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow

@@ -5,12 +5,13 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbgrader.api import Gradebook
 
-import pytest
+from attncourse.grading import commands
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import nbgrader_config
-from attncourse.grading import commands
+
 from conftest import copy_course
 
 pytestmark = pytest.mark.slow

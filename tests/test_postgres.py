@@ -16,6 +16,7 @@ from attncourse.browser import Browser, jupyterlab
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import is_answer_cell
 from attncourse.grading.course import nbgrader_config
+
 from conftest import copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.needs_browser]

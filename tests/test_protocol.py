@@ -10,10 +10,10 @@ import torch
 from jupyter_client.manager import start_new_async_kernel
 
 from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
-from attncourse.grading.protocol import probe, trusted, wire
-from attncourse.grading.protocol import remote
+from attncourse.grading.protocol import probe, remote, trusted, wire
 from attncourse.grading.protocol.remote import Remote, Session
 from attncourse.grading.syntax import only_imports
+
 from conftest import ROOT
 
 
@@ -135,10 +135,10 @@ def test_a_repeated_read_costs_one_round_trip_until_anything_else_runs(monkeypat
     with torch.no_grad():
         first.zero_()
     assert not torch.equal(net.weight, first), "a read answered here must not share what an earlier one returned"
-    net.weight.shape, net.bias
+    net.weight.shape, net.bias  # noqa: B018 - each read is a request
     assert sent == ["names", "getattr", "getattr"]
     net.zero_grad()  # a call: the student's objects may have changed
-    net.weight
+    net.weight  # noqa: B018 - the read is a request
     assert sent == ["names", "getattr", "getattr", "getattr", "call", "getattr"]
 
 

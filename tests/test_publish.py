@@ -11,6 +11,7 @@ from attncourse.grading.model import Status
 from attncourse.grading.publish import feedback, report
 from attncourse.grading.publish.export import LMSExport
 from attncourse.grading.records import Record, hold, read_record, write_record
+
 from conftest import HIDDEN_LINE, STUDENTS, small_course
 
 

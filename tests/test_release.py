@@ -5,8 +5,9 @@ import re
 import nbformat
 import pytest
 
-from attncourse.grading.release import student_version as release
 from attncourse.grading.course import nbgrader_config
+from attncourse.grading.release import student_version as release
+
 from conftest import ROOT, copy_course
 
 

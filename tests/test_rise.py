@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from attncourse.notebooks import RISE, decks
+
 from conftest import ROOT
 
 DECKS = decks(ROOT)

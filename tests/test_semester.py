@@ -21,6 +21,7 @@ from nbgrader.api import Gradebook
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import copy_course_files
 from attncourse.grading.release import student_version as release
+
 from conftest import ROOT, auto_points, copy_course, course
 
 pytestmark = pytest.mark.slow
@@ -62,7 +63,7 @@ def semester(tmp_path_factory):
     a1 = answers(root, A1)
     day = datetime.datetime(2026, 10, 9, 20, 0)
     entries = [(f"{sid}_{name}_scoring.ipynb", a1["lecturer" if i % 3 == 1 else "full"], day)
-               for i, (sid, name) in enumerate(zip(IDS[:10], NAMES[:10]))]
+               for i, (sid, name) in enumerate(zip(IDS[:10], NAMES[:10], strict=True))]
     entries += [  # two students submitted twice: the later upload counts, whatever its name
         (f"{IDS[10]}_{NAMES[10]}_scoring.ipynb", a1["full"], day),
         (f"{IDS[10]}_{NAMES[10]}_scoring (1).ipynb", a1["buggy"], day + datetime.timedelta(hours=1)),

@@ -5,13 +5,13 @@ executed once, and JupyterLab serves the executed notebooks, as RISE shows them 
 The check itself is tested on a synthetic deck with slides that are too tall or too wide.
 `course screenshots` walks the same slides and saves a PNG of each for a person to look at.
 """
-import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from attncourse import slides
 from attncourse.browser import Browser, jupyterlab
 from attncourse.notebooks import decks
+
 from conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]

@@ -5,6 +5,7 @@ import pytest
 
 from attncourse import slides
 from attncourse.browser import Browser
+
 from conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]

@@ -18,6 +18,7 @@ from attncourse.grading.authoring.local_cluster import LocalCluster
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
 from attncourse.grading.records import read_record
+
 from conftest import auto_points, copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]

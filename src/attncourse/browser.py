@@ -14,14 +14,19 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Dialog
 
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 VIEWPORT = (1280, 800)  # a projector; the page gets exactly this size
 
 
-def find_chromium():
+def find_chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         if shutil.which(name):
             return shutil.which(name)
@@ -32,17 +37,18 @@ def is_local(url: str) -> bool:
     return url.startswith(("file:", "data:", "blob:", "http://127.0.0.1", "http://localhost", "ws://127.0.0.1"))
 
 
-def free_port():
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class Browser:
     """One headless Chromium page. `requests` lists every URL the page asked for; `dialogs` every alert,
     confirm or prompt a page opened (a script that ran)."""
 
-    def __init__(self, executable=None, viewport=VIEWPORT):
+    def __init__(self, executable: str | None = None, viewport: tuple[int, int] = VIEWPORT) -> None:
         from playwright.sync_api import sync_playwright
         exe = executable or find_chromium()
         if not exe:
@@ -50,12 +56,13 @@ class Browser:
         self._playwright = sync_playwright().start()
         self._browser = self._playwright.chromium.launch(executable_path=exe, args=FLAGS)
         self.page = self._browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
-        self.requests, self.dialogs = [], []
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("dialog", self._dialog)
 
     @contextlib.contextmanager
-    def offline(self):
+    def offline(self) -> Iterator["Browser"]:
         """Requests that leave this machine fail while inside, as on a campus without internet."""
         self.page.route("**/*", lambda route: route.continue_() if is_local(route.request.url) else route.abort())
         try:
@@ -63,40 +70,40 @@ class Browser:
         finally:
             self.page.unroute("**/*")
 
-    def _dialog(self, dialog):
+    def _dialog(self, dialog: "Dialog") -> None:
         self.dialogs.append(dialog.message)
         dialog.dismiss()
 
-    def wait(self, seconds):
+    def wait(self, seconds: float) -> None:
         """Real time passes (pages with MathJax or a RISE kernel need it); events are still handled."""
         self.page.wait_for_timeout(seconds * 1000)
 
-    def open(self, url, settle=3.0):
+    def open(self, url: str, settle: float = 3.0) -> None:
         self.page.goto(url)
         self.wait(settle)
 
-    def evaluate(self, expression):
+    def evaluate(self, expression: str) -> Any:
         return self.page.evaluate(expression)
 
-    def screenshot(self, path):
+    def screenshot(self, path: str | os.PathLike[str]) -> Path:
         self.page.screenshot(path=str(path))
         return Path(path)
 
-    def close(self):
+    def close(self) -> None:
         try:
             self._browser.close()
         finally:
             self._playwright.stop()
 
-    def __enter__(self):
+    def __enter__(self) -> "Browser":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 @contextlib.contextmanager
-def jupyterlab(root_dir, token="", extra=()):
+def jupyterlab(root_dir: str | os.PathLike[str], token: str = "", extra: Iterable[str] = ()) -> Iterator[str]:
     """Serve `root_dir` with JupyterLab (a free port) and yield its URL; decks open in RISE at
     `<url>/rise/<path>`, formgrader at `<url>/formgrader`. JupyterLab writes checkpoints next to what it opens,
     so serve a scratch copy."""

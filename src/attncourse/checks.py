@@ -8,11 +8,19 @@ A test cell runs in one of two places:
 
 `using`, `in_kernel` and `forbid` behave the same in both places, so a test cell is written once.
 """
+from __future__ import annotations
+
 import contextvars
 import sys
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    import torch  # imported where it is used: a test cell that never calls those pays nothing
+
+T = TypeVar("T")
 
 # The grader sets this to its session while it runs a test cell (see attncourse.grading.protocol.trusted).
-SESSION = contextvars.ContextVar("attncourse_grading_session", default=None)
+SESSION: contextvars.ContextVar[Any] = contextvars.ContextVar("attncourse_grading_session", default=None)
 
 
 class using:
@@ -22,12 +30,12 @@ class using:
     imports. It keeps one mistake from costing the points of every later question.
     """
 
-    def __init__(self, **references):
+    def __init__(self, **references: Any) -> None:
         self.references = references
         self.caller_globals = sys._getframe(1).f_globals
-        self.saved = {}
+        self.saved: dict[str, Any] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> using:
         session = SESSION.get()
         if session is not None:
             session.swap_in(self.references)
@@ -37,7 +45,7 @@ class using:
             self.caller_globals[name] = function
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         session = SESSION.get()
         if session is not None:
             session.swap_out(list(self.references))
@@ -53,7 +61,7 @@ class using:
 _MISSING = object()
 
 
-def in_kernel(definition):
+def in_kernel(definition: T) -> T:
     """A function or class of the test cell, made to run where the student's code runs.
 
     Use it for helpers that must touch the student's objects in place (fill a module the student's code
@@ -63,7 +71,7 @@ def in_kernel(definition):
     return definition if session is None else session.define(definition)
 
 
-def forbid(solution_cell, *names, reason=""):
+def forbid(solution_cell: str, *names: str, reason: str = "") -> None:
     """Fail this test when the student's code calls one of `names` while the test exercises it.
 
     `solution_cell` names the answer the rule is about: a forbidden call found by any test about it fails every
@@ -80,7 +88,11 @@ def forbid(solution_cell, *names, reason=""):
         session.forbid(solution_cell, names, reason)
 
 
-def cases(half=(2e-2, 2e-2), bfloat=(8e-2, 8e-2), single=(1e-4, 1e-5)):
+Tolerance = tuple[float, float]
+
+
+def cases(half: Tolerance = (2e-2, 2e-2), bfloat: Tolerance = (8e-2, 8e-2),
+          single: Tolerance = (1e-4, 1e-5)) -> list[tuple[torch.device, torch.dtype, float, float]]:
     """[(device, dtype, rtol, atol)] a hidden test runs with: float32, float16 and bfloat16 on the CPU (so the
     half-precision paths run on every grader), and on a machine with a GPU also CUDA float32, float16 and
     bfloat16, with the given (rtol, atol).
@@ -98,7 +110,7 @@ def cases(half=(2e-2, 2e-2), bfloat=(8e-2, 8e-2), single=(1e-4, 1e-5)):
     return found
 
 
-def close(got, expected, rtol, atol):
+def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> bool:
     """`got` (any device and dtype) has `expected`'s shape and matches it within the tolerances, on the CPU."""
     import torch
     got = got.detach().float().cpu()

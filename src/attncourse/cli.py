@@ -4,11 +4,12 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from .config import find_root
 
 
-def cmd_tidy(args):
+def cmd_tidy(args: argparse.Namespace) -> int:
     from .notebooks import course_notebooks, tidied, tidy
     if args.stdin:  # git's clean filter (.gitattributes): what git stores of a deck saved while presenting
         sys.stdout.write(tidied(sys.stdin.read(), args.root / args.stdin, args.root))
@@ -19,14 +20,14 @@ def cmd_tidy(args):
     return 1 if (args.check and changed) else 0
 
 
-def cmd_figures(args):
+def cmd_figures(args: argparse.Namespace) -> int:
     from .figures import write_all
     for name in write_all(args.root / "img"):
         print("img/" + name)
     return 0
 
 
-def cmd_screenshots(args):
+def cmd_screenshots(args: argparse.Namespace) -> int:
     from .notebooks import decks
     from .slides import screenshots
     chosen = [d for d in decks(args.root) if not args.deck or d.stem in args.deck]
@@ -39,7 +40,7 @@ def cmd_screenshots(args):
     return 1 if too_tall else 0
 
 
-def cmd_build(args):
+def cmd_build(args: argparse.Namespace) -> None:
     from .grading.authoring import demo
     from .grading.commands import step
     if not args.no_slides:
@@ -49,50 +50,50 @@ def cmd_build(args):
     demo.build(args.root, args.jobs)
 
 
-def cmd_release(args):
+def cmd_release(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.release_assignments(args.root, args.assignment, force=args.force)
 
 
-def cmd_collect(args):
+def cmd_collect(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.collect_download(args.root, args.source, args.assignment)
 
 
-def cmd_grade(args):
+def cmd_grade(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.grade(args.root, args.assignment, args.student, args.jobs, args.class_dir, args.cluster)
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
 
 
-def cmd_feedback(args):
+def cmd_feedback(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.publish_feedback(args.root, commands.graded_outcomes(args.root, args.assignment))
 
 
-def cmd_report(args):
+def cmd_report(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.write_report(args.root, commands.graded_outcomes(args.root, args.assignment))
 
 
-def cmd_export(args):
+def cmd_export(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.export_grades(args.root, args.to)
 
 
-def cmd_review(args):
+def cmd_review(args: argparse.Namespace) -> None:
     from .grading import commands
     accept = True if args.accept else False if args.reject else None
     commands.review_holds(args.root, args.assignment, args.student, accept, args.by or "", args.note)
 
 
-def cmd_bundle(args):
+def cmd_bundle(args: argparse.Namespace) -> None:
     from .grading.release import bundle
     path = bundle.build(args.root, args.assignment)
     print(f"  ✔ {path.relative_to(args.root)}：发给学生的作业包（学生版 notebook、图、attncourse 安装包、说明）")
 
 
-def cmd_new_unit(args):
+def cmd_new_unit(args: argparse.Namespace) -> None:
     from .grading.authoring import new_unit
     for path in new_unit.create(args.root, args.unit, args.title, args.notebook, args.deck):
         print(f"  ✔ {path.relative_to(args.root)}")
@@ -100,11 +101,12 @@ def cmd_new_unit(args):
           f"python -m attncourse.grading.authoring.quickcheck {args.unit}；course release {args.unit}（见 AUTHORING.md）")
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="course", description="注意力机制课程：讲师与助教工具（nbgrader 的步骤名）")
     p.add_argument("--root", type=Path, default=None, help="课程根目录（默认：从当前目录向上查找 course.toml）")
     sub = p.add_subparsers(dest="command", required=True)
-    jobs = {"type": int, "default": os.cpu_count() or 1, "help": "同时评分的学生数（默认：CPU 核数）"}
+    jobs: dict[str, Any] = {"type": int, "default": os.cpu_count() or 1,
+                            "help": "同时评分的学生数（默认：CPU 核数）"}
 
     c = sub.add_parser("tidy", help="清除 notebook 输出与多余元数据，按 course.toml 更新标题页")
     c.add_argument("--check", action="store_true", help="只检查，不写入")
@@ -168,7 +170,7 @@ def parser():
     return p
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     from .grading.course import use_this_environment
     use_this_environment()
     # nbgrader's own ORM chatter and nbformat's id notice say nothing to an instructor.

@@ -6,7 +6,7 @@ import torch
 ENV_VAR = "ATTN_COURSE_DEVICE"
 
 
-def get_device():
+def get_device() -> torch.device:
     """`torch.device('cuda')` when a GPU exists, else CPU; `ATTN_COURSE_DEVICE=cpu` forces the CPU."""
     wanted = os.environ.get(ENV_VAR, "").strip().lower()
     if wanted and wanted != "auto":

@@ -19,7 +19,7 @@ FONT_DIRS = ["/usr/share/fonts/opentype/noto", "/usr/share/fonts/google-noto-cjk
              "/usr/share/fonts/noto-cjk", "/usr/share/fonts/truetype/wqy"]
 
 
-def _register_system_cjk_files():
+def _register_system_cjk_files() -> None:
     for folder in FONT_DIRS:
         for path in sorted(Path(folder).glob("*CJK*Regular*")) + sorted(Path(folder).glob("wqy*")):
             try:
@@ -28,7 +28,7 @@ def _register_system_cjk_files():
                 pass
 
 
-def find_cjk_family():
+def find_cjk_family() -> str | None:
     """The first installed family from CJK_FAMILIES, or None."""
     for attempt in range(2):
         installed = {f.name for f in font_manager.fontManager.ttflist}
@@ -40,7 +40,7 @@ def find_cjk_family():
     return None
 
 
-def setup_cjk_font():
+def setup_cjk_font() -> str | None:
     """Put a CJK family first in matplotlib's sans-serif list. Returns its name (None if none found)."""
     family = find_cjk_family()
     if family:

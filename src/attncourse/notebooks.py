@@ -1,8 +1,10 @@
 """Keeping notebooks clean: no outputs, minimal metadata, title slides from `course.toml`, RISE settings in decks."""
 import json
+import os
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 
 from .config import find_root, title_slide
 
@@ -19,7 +21,7 @@ DECKS = "notebooks"  # the folder of the lecture decks
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
-def clean(nb):
+def clean(nb: NotebookNode) -> NotebookNode:
     """Strip outputs, execution counts and metadata the course does not use. Returns `nb`."""
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_NB_METADATA}
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -33,7 +35,7 @@ def clean(nb):
     return nb
 
 
-def stamp_title(nb, root=None):
+def stamp_title(nb: NotebookNode, root: str | Path | None = None) -> NotebookNode:
     """Rewrite the cell tagged `course-title` from its <h1> text and the `course.toml` of `root`."""
     for cell in nb.cells:
         if TITLE_TAG in cell.metadata.get("tags", []):
@@ -43,11 +45,11 @@ def stamp_title(nb, root=None):
     return nb
 
 
-def dumps(nb):
+def dumps(nb: NotebookNode) -> str:
     return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def tidied(text, path, root=None):
+def tidied(text: str, path: str | os.PathLike[str], root: str | Path | None = None) -> str:
     """The committed form of a notebook's text: cleaned, titled from `root`'s course.toml (default: found from
     `path`), with the RISE settings when it is a deck."""
     path = Path(path).resolve()
@@ -57,7 +59,7 @@ def tidied(text, path, root=None):
     return dumps(nb)
 
 
-def tidy(path, write=True, root=None):
+def tidy(path: str | os.PathLike[str], write: bool = True, root: str | Path | None = None) -> bool:
     """Clean and stamp one notebook file; return True if it changed."""
     path = Path(path).resolve()
     before = path.read_text(encoding="utf-8")
@@ -67,12 +69,12 @@ def tidy(path, write=True, root=None):
     return after != before
 
 
-def decks(root):
+def decks(root: str | os.PathLike[str]) -> list[Path]:
     """The lecture decks, in order."""
     return sorted((Path(root) / DECKS).glob("*.ipynb"))
 
 
-def course_notebooks(root):
+def course_notebooks(root: str | os.PathLike[str]) -> list[Path]:
     """Notebooks the course authors: decks and assignment sources (release/ is nbgrader's output)."""
     root = Path(root)
     return sorted(p for folder in (DECKS, "source")

@@ -1,4 +1,7 @@
 """Figures in the course's style: attention heatmaps and Chinese labels."""
+from collections.abc import Sequence
+from typing import Any
+
 import matplotlib
 import matplotlib.pyplot as plt
 import seaborn as sns
@@ -16,7 +19,7 @@ FONT_SIZES = {"font.size": 14, "axes.titlesize": 15, "axes.labelsize": 14, "xtic
 LINES = {"lines.linewidth": 2.0, "lines.markersize": 7.0}
 
 
-def use_course_style():
+def use_course_style() -> None:
     """Seaborn theme with type large enough for a lecture hall, CJK font, and SVG text as paths (renders
     without the font installed)."""
     sns.set_theme(style="white", context="notebook", rc={**FONT_SIZES, **LINES})
@@ -25,8 +28,9 @@ def use_course_style():
                                 "figure.dpi": 100, "savefig.bbox": "tight"})
 
 
-def show_heatmaps(matrices, xlabel="键", ylabel="查询", titles=None, figsize=(3.0, 3.0),
-                  cmap=CMAP, annot=False, vmin=0.0, vmax=None):
+def show_heatmaps(matrices: Any, xlabel: str = "键", ylabel: str = "查询", titles: Sequence[str] | None = None,
+                  figsize: tuple[float, float] = (3.0, 3.0), cmap: str = CMAP, annot: bool = False,
+                  vmin: float = 0.0, vmax: float | None = None) -> Any:
     """Attention weights as a grid of heatmaps.
 
     `matrices` has shape (rows, cols, queries, keys), as in `d2l.show_heatmaps`; `titles` names each

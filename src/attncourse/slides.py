@@ -1,17 +1,26 @@
 """Executing the decks and writing offline HTML slides (reveal.js and MathJax from local copies)."""
 import copy
 import json
+import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 from nbclient import NotebookClient
 from nbconvert import SlidesExporter
+from nbformat import NotebookNode
 
 from .kernels import QuietKernel
+
+if TYPE_CHECKING:
+    from .browser import Browser
+
+PathLike = str | os.PathLike[str]
 
 
 class QuietClient(QuietKernel, NotebookClient):
@@ -25,7 +34,7 @@ VENDOR_PACKAGES = {"reveal.js": ["dist", "plugin"], "mathjax": ["MathJax.js", "c
                    "requirejs": ["require.js"], "jquery": ["dist"]}
 
 
-def execute(path, timeout=120):
+def execute(path: PathLike, timeout: int = 120) -> tuple[NotebookNode, float]:
     """Run a notebook top to bottom in its own folder; returns (executed notebook, seconds)."""
     nb = nbformat.read(path, as_version=4)
     start = time.time()
@@ -34,7 +43,7 @@ def execute(path, timeout=120):
     return nb, time.time() - start
 
 
-def copy_vendor(node_modules, out_dir):
+def copy_vendor(node_modules: PathLike, out_dir: PathLike) -> None:
     """Copy the parts of reveal.js, MathJax, require.js and jQuery that the slides load."""
     for package, parts in VENDOR_PACKAGES.items():
         for part in parts:
@@ -47,7 +56,7 @@ def copy_vendor(node_modules, out_dir):
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
 
 
-def exporter():
+def exporter() -> SlidesExporter:
     return SlidesExporter(
         template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
         reveal_url_prefix="vendor/reveal.js", reveal_theme="white", reveal_transition="none",
@@ -57,7 +66,8 @@ def exporter():
         font_awesome_url="", embed_images=True)
 
 
-def build_slides(root, out_dir, node_modules, say=print):
+def build_slides(root: PathLike, out_dir: PathLike, node_modules: PathLike,
+                 say: Callable[[str], object] = print) -> None:
     """Execute every deck and write its offline slides into `out_dir` (with the vendor files they load)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +78,7 @@ def build_slides(root, out_dir, node_modules, say=print):
         say(f"  ✔ {deck.name}: {seconds:.1f} s → {target.relative_to(root)}")
 
 
-def write_slides(executed_nb, deck_path, out_dir):
+def write_slides(executed_nb: NotebookNode, deck_path: PathLike, out_dir: PathLike) -> Path:
     """`<out_dir>/<deck>.slides.html`, images embedded, scripts from `<out_dir>/vendor/`."""
     # nbconvert embeds only images below the path it is given: point it at the course root and
     # make the decks' `../img/` links relative to that.
@@ -146,19 +156,19 @@ class SlideFit:
     viewport: int
 
     @property
-    def height(self):
+    def height(self) -> int:
         return round(self.bottom - self.top)
 
     @property
-    def fits(self):
+    def fits(self) -> bool:
         return self.top >= 0 and self.bottom <= self.viewport and self.cut <= 1
 
-    def __str__(self):
+    def __str__(self) -> str:
         return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px"
                 f"（屏幕 {self.width}×{self.viewport}）")
 
 
-def open_deck(browser, url, timeout=90):
+def open_deck(browser: "Browser", url: str, timeout: float = 90) -> None:
     """Open a deck and wait until reveal.js has laid out its slides (RISE needs a running JupyterLab)."""
     browser.open(url, settle=1)
     deadline = time.time() + timeout
@@ -169,11 +179,12 @@ def open_deck(browser, url, timeout=90):
     browser.wait(1)
 
 
-def walk(browser, url, deck, shots=None, failing_only=False, settle=0.05):
+def walk(browser: "Browser", url: str, deck: str, shots: PathLike | None = None, failing_only: bool = False,
+         settle: float = 0.05) -> list["SlideFit"]:
     """Visit every slide of the deck at `url` with its fragments shown; returns a `SlideFit` per slide and,
     with `shots` (a folder), saves a screenshot `<deck>-<h>-<v>.png` of each (or of each that does not fit)."""
     open_deck(browser, url)
-    fits = []
+    fits: list[SlideFit] = []
     for h, count in enumerate(json.loads(browser.evaluate(SHAPE_JS))):
         for v in range(count):
             browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
@@ -185,7 +196,7 @@ def walk(browser, url, deck, shots=None, failing_only=False, settle=0.05):
     return fits
 
 
-def rise_copy(root, dest, executed=None):
+def rise_copy(root: PathLike, dest: PathLike, executed: dict[Path, NotebookNode] | None = None) -> Path:
     """A scratch copy of `notebooks/` (with `rise.css`) and `img/` for JupyterLab to serve; decks in
     `executed` ({path: notebook}) are written with their outputs, as after "Run All"."""
     for name in ("notebooks", "img"):
@@ -196,13 +207,13 @@ def rise_copy(root, dest, executed=None):
     return Path(dest)
 
 
-def screenshots(root, out_dir, decks):
+def screenshots(root: PathLike, out_dir: PathLike, decks: Iterable[PathLike]) -> list["SlideFit"]:
     """Execute `decks`, then walk every slide in the offline HTML and in RISE (JupyterLab serving the executed
     decks), saving `<out_dir>/{html,rise}/<deck>-<h>-<v>.png`. Returns the `SlideFit`s, HTML first."""
     from .browser import Browser, jupyterlab
     out_dir = Path(out_dir)
     executed = {Path(deck): execute(deck)[0] for deck in decks}
-    fits = []
+    fits: list[SlideFit] = []
     with Browser() as browser, tempfile.TemporaryDirectory() as scratch:
         pages = Path(scratch) / "html"
         copy_vendor(Path(root) / "build" / "vendor" / "node_modules", pages)

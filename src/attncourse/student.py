@@ -16,14 +16,14 @@ INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrad
                                 "nbgrader.server_extensions.course_list"]
 
 
-def still_on():
+def still_on() -> list[str]:
     """The instructor's tools this environment's JupyterLab would still show."""
     etc = Path(sys.prefix) / "etc" / "jupyter"
     try:
         disabled = json.loads((etc / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
     except (OSError, ValueError, KeyError):
         disabled = {}
-    server = {}
+    server: dict[str, bool] = {}
     for path in sorted((etc / "jupyter_server_config.d").glob("*.json")):
         server.update(json.loads(path.read_text()).get("ServerApp", {}).get("jpserver_extensions", {}))
     return ([p for p in INSTRUCTOR_PLUGINS if not disabled.get(p)]
@@ -34,7 +34,7 @@ VALIDATE_WIDTH = 240  # characters of a line Validate shows; the course's messag
 LOCALE = {"@jupyterlab/translation-extension:plugin": {"locale": "zh_CN"}}
 
 
-def write_settings(prefix=None):
+def write_settings(prefix: str | Path | None = None) -> None:
     """nbgrader's Validator line width and JupyterLab's language, in this environment's configuration."""
     prefix = Path(prefix or sys.prefix)
     config = prefix / "etc" / "jupyter" / "nbgrader_config.py"
@@ -49,7 +49,7 @@ def write_settings(prefix=None):
     overrides.write_text(json.dumps({**settings, **LOCALE}, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
-def main():
+def main() -> None:
     run = [sys.executable, "-m"]
     subprocess.run([*run, "jupyterlab.labextensions", "disable", "--level=sys_prefix", *INSTRUCTOR_PLUGINS],
                    check=True)

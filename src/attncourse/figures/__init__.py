@@ -1,5 +1,9 @@
 """Figures for `img/`, made by code. Each unit module maps file names to functions that write them."""
 import importlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 UNIT_MODULES = ["scoring", "multihead", "gqa"]
 
@@ -8,7 +12,7 @@ UNIT_MODULES = ["scoring", "multihead", "gqa"]
 WIDTH = 10.8
 
 
-def canvas(xlim, ylim, width=WIDTH):
+def canvas(xlim: tuple[float, float], ylim: tuple[float, float], width: float = WIDTH) -> tuple[Any, Any]:
     """A figure `width` inches wide whose single axes fills it, with equal scales on x and y."""
     import matplotlib.pyplot as plt
     (x0, x1), (y0, y1) = xlim, ylim
@@ -21,16 +25,16 @@ def canvas(xlim, ylim, width=WIDTH):
     return fig, ax
 
 
-def save(fig, path):
+def save(fig: Any, path: str | os.PathLike[str]) -> None:
     """Save and close; an SVG gets no date, so that re-running `course figures` changes no file."""
     import matplotlib.pyplot as plt
     fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
     plt.close(fig)
 
 
-def all_figures():
+def all_figures() -> dict[str, Callable[[Path], None]]:
     """{file name: writer(path)} over every unit's `FIGURES`."""
-    figures = {}
+    figures: dict[str, Callable[[Path], None]] = {}
     for name in UNIT_MODULES:
         try:
             module = importlib.import_module(f"{__name__}.{name}")
@@ -42,9 +46,10 @@ def all_figures():
     return figures
 
 
-def write_all(img_dir):
-    from ..plotting import use_course_style
+def write_all(img_dir: Path) -> list[str]:
     import matplotlib
+
+    from ..plotting import use_course_style
     matplotlib.use("Agg")
     written = []
     for filename, writer in sorted(all_figures().items()):

@@ -3,6 +3,8 @@
 Each writer draws one figure with matplotlib and saves it to `path`; `course figures` calls them after
 `attncourse.plotting.use_course_style()`, so Chinese labels render.
 """
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
@@ -14,7 +16,7 @@ COLORS = HEAD_COLORS + ["#937860", "#DA8BC3", "#CCB974"]
 NEW = "#C44E52"  # what step t adds
 
 
-def write_variants(path):
+def write_variants(path: Path) -> None:
     """MHA, GQA-2 and MQA side by side: 8 query heads, each joined to the key/value head it reads."""
     num_heads = 8
     panels = [(8, "多头注意力（MHA）", "8 个键值头"), (2, "分组查询注意力（GQA-2）", "2 个键值头，每组 4 个查询头"),
@@ -22,7 +24,7 @@ def write_variants(path):
     # Drawn at slide size: about 11.5 inches wide once cropped, so that it fills 80% of a 1280-px slide at 1:1
     # and its smallest text (14 pt) reads from the back row.
     fig, axes = plt.subplots(1, 3, figsize=(14.85, 4.2))
-    for ax, (groups, title, subtitle) in zip(axes, panels):
+    for ax, (groups, title, subtitle) in zip(axes, panels, strict=True):
         ax.set_xlim(-0.6, num_heads - 0.4)
         ax.set_ylim(-0.65, 3.3)
         ax.axis("off")
@@ -43,7 +45,7 @@ def write_variants(path):
     save(fig, path)
 
 
-def write_kv_cache(path):
+def write_kv_cache(path: Path) -> None:
     """Decoding step t = 5: only x_5 is projected; k_5, v_5 join the cache; q_5 reads all five."""
     t = 5
     # Slide size, as for the variants figure: about 11.5 inches wide once cropped, text 15 pt and up.

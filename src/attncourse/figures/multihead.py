@@ -4,7 +4,9 @@ Each writer draws one figure with matplotlib and saves it to `path` (SVG in the 
 matplotlib knows works, which helps when checking a figure by eye). `course figures` calls them after
 `attncourse.plotting.use_course_style()`, so Chinese labels render.
 """
-import matplotlib.pyplot as plt
+from pathlib import Path
+from typing import Any
+
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from . import canvas, save
@@ -16,19 +18,20 @@ EDGE = "#333333"
 LABEL, TEXT, SMALL = 16, 15, 13  # points on the screen (figures are drawn at their size on a slide)
 
 
-def _box(ax, x, y, w, h, text, face=GREY, fontsize=TEXT, edge=EDGE, **kw):
+def _box(ax: Any, x: float, y: float, w: float, h: float, text: str, face: str = GREY, fontsize: float = TEXT,
+         edge: str = EDGE, **kw: Any) -> None:
     """A rounded box centred at (x, y) with a centred label."""
     ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
                                 facecolor=face, edgecolor=edge, linewidth=1.3))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, **kw)
 
 
-def _arrow(ax, start, end, color=EDGE, lw=1.3):
+def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], color: str = EDGE, lw: float = 1.3) -> None:
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, color=color,
                                  linewidth=lw, shrinkA=0, shrinkB=0))
 
 
-def write_architecture(path):
+def write_architecture(path: Path) -> None:
     """Inputs → h parallel projections → h attention heads → concatenation → W_o → output (left to right)."""
     fig, ax = canvas((-1.0, 12.6), (-1.05, 5.05))
 
@@ -55,9 +58,9 @@ def write_architecture(path):
     # Concatenation: one column with a coloured slot per head.
     bar_x, bar_w, bar_top, bar_bottom = 7.45, 0.6, 4.3, -0.8
     slot = (bar_top - bar_bottom) / 4
-    for k, color in enumerate([HEAD_COLORS[0], HEAD_COLORS[1], None, HEAD_COLORS[2]]):
+    for k, head_color in enumerate([HEAD_COLORS[0], HEAD_COLORS[1], None, HEAD_COLORS[2]]):
         y0 = bar_top - (k + 1) * slot
-        ax.add_patch(Rectangle((bar_x, y0), bar_w, slot, facecolor=(color + "77") if color else "white",
+        ax.add_patch(Rectangle((bar_x, y0), bar_w, slot, facecolor=(head_color + "77") if head_color else "white",
                                edgecolor=EDGE, linewidth=1.2))
     ax.text(bar_x + bar_w / 2, bar_top - 2.5 * slot, r"$\vdots$", ha="center", va="center", fontsize=LABEL)
 
@@ -75,7 +78,7 @@ def write_architecture(path):
     save(fig, path)
 
 
-def write_split(path):
+def write_split(path: Path) -> None:
     """transpose_qkv: columns of one sample are cut into head blocks, which become separate "samples"."""
     num_heads, items, width = 4, 3, 8  # 8 columns = 4 heads × 2
     fig, ax = canvas((-0.3, 18.3), (-1.0, 3.15))

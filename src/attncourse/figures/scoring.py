@@ -3,7 +3,9 @@
 Each writer draws one schematic with matplotlib and saves it to `path`; `course figures` calls them
 after `use_course_style()`, so Chinese labels use the course's CJK font.
 """
-import matplotlib.pyplot as plt
+from pathlib import Path
+from typing import Any
+
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
 from . import canvas, save
@@ -19,23 +21,25 @@ ARROW = dict(arrowstyle="-|>", color=EDGE, lw=1.3, shrinkA=0, shrinkB=0, mutatio
 LABEL, TEXT, SMALL = 17, 15, 13  # points on the screen (figures are drawn at their size on a slide)
 
 
-def _box(ax, x, y, text, color, w=0.7, h=0.5, fontsize=LABEL):
+def _box(ax: Any, x: float, y: float, text: str, color: str, w: float = 0.7, h: float = 0.5,
+         fontsize: float = LABEL) -> None:
     """A rounded box centred at (x, y) with `text` inside."""
     ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
                                 fc=color, ec=EDGE, lw=1.2))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
-def _circle(ax, x, y, text, color=NEUTRAL, r=0.27, fontsize=LABEL):
+def _circle(ax: Any, x: float, y: float, text: str, color: str = NEUTRAL, r: float = 0.27,
+            fontsize: float = LABEL) -> None:
     ax.add_patch(Circle((x, y), r, fc=color, ec=EDGE, lw=1.2))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
-def _arrow(ax, start, end):
+def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float]) -> None:
     ax.annotate("", xy=end, xytext=start, arrowprops=ARROW)
 
 
-def attention_pooling(path):
+def attention_pooling(path: Path) -> None:
     """Query, keys, scoring function a, softmax, weights, values, weighted sum, output."""
     rows = {"1": 3.0, "2": 1.8, "m": 0.0}  # y of the rows k_1, k_2, k_m; "⋮" sits between 2 and m
     x_key, x_a, x_soft, x_w, x_mul, x_sum, x_out = 0.0, 1.9, 3.45, 4.95, 6.45, 8.15, 9.65
@@ -87,7 +91,7 @@ def attention_pooling(path):
     save(fig, path)
 
 
-def masking(path):
+def masking(path: Path) -> None:
     """Two padded sequences and the masks that 1-D and 2-D `valid_lens` make, side by side."""
     fig, ax = canvas((-1.45, 13.6), (-0.75, 3.45))
 

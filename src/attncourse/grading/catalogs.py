@@ -19,6 +19,7 @@ A catalog defines:
 """
 import copy
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -29,19 +30,22 @@ from .cells import cells_by_id
 from .course import folders
 
 
-def load_catalog(root, assignment) -> ModuleType:
+def load_catalog(root: str | os.PathLike[str], assignment: str) -> ModuleType:
     path = Path(root) / "catalog" / f"{assignment}.py"
     spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def source_notebook(root, assignment, catalog) -> NotebookNode:
-    return nbformat.read(folders(root).source(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+def source_notebook(root: str | Path, assignment: str, catalog: ModuleType) -> NotebookNode:
+    nb: NotebookNode = nbformat.read(folders(root).source(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    return nb
 
 
-def with_code(nb, cells=None, edits=None) -> NotebookNode:
+def with_code(nb: NotebookNode, cells: dict[str, str] | None = None,
+              edits: dict[str, list[tuple[str, str]]] | None = None) -> NotebookNode:
     """A copy of `nb` with solution cells replaced (`cells`) or edited (`edits`)."""
     nb = copy.deepcopy(nb)
     by_id = cells_by_id(nb)

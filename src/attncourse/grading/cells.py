@@ -1,5 +1,9 @@
 """The nbgrader facts about cells that every stage reads: ids, test cells, answer cells, hidden regions."""
 import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from nbformat import NotebookNode
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 HIDDEN_MARKERS = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -12,38 +16,39 @@ TA_ONLY = "course-ta-only"  # tag of cells the grader adds for the TA (review ba
 SOLUTION_MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.M)
 
 
-def meta(cell) -> dict:
+def meta(cell: Mapping[str, Any]) -> dict[str, Any]:
     value = cell.get("metadata", {}).get("nbgrader", {})
     return value if isinstance(value, dict) else {}
 
 
-def grade_id(cell) -> str | None:
-    return meta(cell).get("grade_id")
+def grade_id(cell: Mapping[str, Any]) -> str | None:
+    value: str | None = meta(cell).get("grade_id")
+    return value
 
 
-def is_test_cell(cell) -> bool:
+def is_test_cell(cell: Mapping[str, Any]) -> bool:
     """An autograded test cell: code, graded, not an answer."""
     m = meta(cell)
     return cell.get("cell_type") == "code" and bool(m.get("grade")) and not m.get("solution")
 
 
-def is_answer_cell(cell) -> bool:
+def is_answer_cell(cell: Mapping[str, Any]) -> bool:
     return bool(meta(cell).get("solution"))
 
 
-def is_test_grade(grade, solution_names) -> bool:
+def is_test_grade(grade: Any, solution_names: Collection[str]) -> bool:
     """The same for a gradebook Grade: `solution_names` are its notebook's answer cells."""
     return grade.cell.cell_type == "code" and grade.cell.name not in solution_names
 
 
-def cells_by_id(nb) -> dict:
-    return {grade_id(c): c for c in nb.cells if grade_id(c)}
+def cells_by_id(nb: NotebookNode) -> dict[str, NotebookNode]:
+    return {gid: c for c in nb.cells if (gid := grade_id(c))}
 
 
-def test_cell_ids(nb) -> list:
+def test_cell_ids(nb: NotebookNode) -> list[str]:
     """grade_ids of the autograded test cells, in notebook order."""
-    return [grade_id(c) for c in nb.cells if is_test_cell(c)]
+    return [gid for c in nb.cells if is_test_cell(c) and (gid := grade_id(c))]
 
 
-def has_hidden_tests(cell) -> bool:
+def has_hidden_tests(cell: Mapping[str, Any]) -> bool:
     return is_test_cell(cell) and HIDDEN_MARKERS[0] in cell.get("source", "")

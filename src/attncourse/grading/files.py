@@ -5,13 +5,13 @@ import tempfile
 from pathlib import Path
 
 
-def _umask():
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def write_atomic(path, text) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write a text file so that a reader sees the old or the new content, never a half-written one. It gets
     the permissions of an ordinary new file (readable by the course's group under the usual umask), not the
     0600 of a temporary one."""
@@ -24,7 +24,7 @@ def write_atomic(path, text) -> None:
     os.replace(tmp, path)
 
 
-def replace_dir(new, dest, scratch) -> None:
+def replace_dir(new: str | os.PathLike[str], dest: str | os.PathLike[str], scratch: str | os.PathLike[str]) -> None:
     """Move folder `new` to `dest`, replacing what was there (set aside in `scratch`, then removed).
 
     `new`, `dest` and `scratch` must be on one file system, so that each step is a rename."""

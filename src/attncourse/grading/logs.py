@@ -1,11 +1,12 @@
 """nbgrader logs every step: keep them in a file, show the tail when a step of ours fails."""
 import logging
+import os
 from pathlib import Path
 
 LOGGERS = ("traitlets", "nbgrader", "distributed", "tornado")  # the last two: `course grade --cluster`'s client
 
 
-def to_file(path) -> Path:
+def to_file(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(message)s"))
@@ -21,7 +22,7 @@ def to_file(path) -> Path:
     return path
 
 
-def tail(path, lines=25) -> str:
+def tail(path: str | os.PathLike[str], lines: int = 25) -> str:
     try:
         return "\n".join(Path(path).read_text(encoding="utf-8").splitlines()[-lines:])
     except OSError:

@@ -7,6 +7,7 @@ feedback) goes through nbconvert's bleach-based sanitizer with the plain tags th
 to `autograded/`, so formgrader never sees the student's markup.
 """
 import functools
+from typing import Any
 
 import bleach
 from bleach import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
@@ -20,7 +21,7 @@ COURSE_CLASSES = {"course-title"}  # the title slide; the course's verdict badge
 PROTOCOLS = ["http", "https", "mailto", "attachment"]  # links; images without a scheme are the course's files
 
 
-def _attribute(tag, name, value):
+def _attribute(tag: str, name: str, value: str) -> bool:
     if name == "class":
         return tag == "div" and value in COURSE_CLASSES
     if tag == "img":
@@ -31,12 +32,13 @@ def _attribute(tag, name, value):
 ATTRIBUTES = {tag: _attribute for tag in TAGS}
 
 
-def sanitizer(**kwargs) -> SanitizeHTML:
+def sanitizer(**kwargs: Any) -> SanitizeHTML:
     return SanitizeHTML(tags=TAGS, attributes=ATTRIBUTES, **kwargs)
 
 
 def clean_html(text: str) -> str:
-    return bleach.clean(text, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+    cleaned: str = bleach.clean(text, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+    return cleaned
 
 
 @functools.lru_cache(maxsize=4096)  # the instructor's cells are the same in every student's notebook
@@ -50,7 +52,7 @@ def safe_markdown(source: str) -> str:
     return source if cleaned == rendered else cleaned
 
 
-def sanitize_notebook(nb) -> NotebookNode:
+def sanitize_notebook(nb: NotebookNode) -> NotebookNode:
     """Make a student's notebook inert for a browser, in place: markup sanitized in every cell and output,
     attachments other than images dropped, widget state removed."""
     clean = sanitizer()

@@ -1,6 +1,7 @@
 """Reading student and instructor code as syntax trees (comments and strings never count)."""
 import ast
 import threading
+from collections.abc import Collection
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -30,10 +31,10 @@ def docstring(source: str) -> str:
         return ""
 
 
-def module_aliases(trees) -> dict:
+def module_aliases(trees: Collection[ast.AST]) -> dict[str, str]:
     """{local name: dotted module or object path} from every import in `trees`, plus names bound to them
     (`T = torch.Tensor`)."""
-    aliases = {}
+    aliases: dict[str, str] = {}
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -51,7 +52,7 @@ def module_aliases(trees) -> dict:
     return aliases
 
 
-def dotted(node, aliases) -> str | None:
+def dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
     """`torch.nn.functional.softmax` for `F.softmax` (or `getattr(F, "softmax")`) when the root is an alias."""
     parts = []
     while True:
@@ -70,7 +71,7 @@ def dotted(node, aliases) -> str | None:
     return None
 
 
-def root_name(node) -> str | None:
+def root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None

@@ -11,26 +11,26 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2
 MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")  # every character markdown may read as markup
 
 
-def cap(text, limit=MAX) -> str:
+def cap(text: object, limit: int = MAX) -> str:
     text = str(text)
     return text if len(text) <= limit else text[:limit] + f"……（共 {len(text)} 个字符，其余省略）"
 
 
-def plain(text, limit=MAX) -> str:
+def plain(text: object, limit: int = MAX) -> str:
     """One line of plain text: control characters (terminal escapes, bidi overrides) removed, capped."""
     return cap(CONTROL.sub("", str(text).replace("\n", " ").replace("\r", " ")), limit)
 
 
-def for_terminal(text, limit=MAX) -> str:
+def for_terminal(text: object, limit: int = MAX) -> str:
     return plain(text, limit)
 
 
-def for_csv(text, limit=MAX) -> str:
+def for_csv(text: object, limit: int = MAX) -> str:
     """A CSV cell a spreadsheet shows as text: no formula."""
     text = plain(text, limit)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-def for_markdown(text, limit=MAX) -> str:
+def for_markdown(text: object, limit: int = MAX) -> str:
     """Inline markdown that renders as the same text: no markup, no link or image, no HTML, no table break."""
     return MARKDOWN.sub(r"\\\1", plain(text, limit))

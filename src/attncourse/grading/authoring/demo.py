@@ -6,17 +6,24 @@ assignments. Files are rewritten only when their content changes, so re-running 
 grades (the grader keeps the grade of a submission whose staged copy did not change).
 """
 import copy
+import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import nbformat
+from nbformat import NotebookNode
 
 from ...notebooks import dumps
 from .. import commands
+from ..catalogs import load_catalog
 from ..cells import is_test_cell
 from ..course import assignments, copy_course_files, folders
+from ..model import Outcome
 from ..release.student_version import ReleaseRefused
-from .variants import answered, load_catalog
+from .variants import answered
+
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"
 CRASH = "import os\nos._exit(1)  # 演示：内核崩溃\n"
 LOOP = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # 演示：忽略 Ctrl-C 的死循环\n"
@@ -38,8 +45,9 @@ TAMPER = ("import torch\n"
           "torch.testing.assert_close = lambda *args, **kwargs: None\n")
 
 
-def _two_bugs_in_different_cells(variants):
-    chosen, used = [], set()
+def _two_bugs_in_different_cells(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    chosen: list[dict[str, Any]] = []
+    used: set[str] = set()
     for v in variants:
         cells = set(v.get("cells", {})) | set(v.get("edits", {}))
         if not v.get("needs_cuda") and not cells & used:
@@ -50,11 +58,13 @@ def _two_bugs_in_different_cells(variants):
     return chosen
 
 
-def _first_solution_cell(nb):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+def _first_solution_cell(nb: NotebookNode) -> NotebookNode:
+    cell: NotebookNode = next(c for c in nb.cells
+                              if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    return cell
 
 
-def demo_notebooks(root, assignment) -> tuple[str, dict]:
+def demo_notebooks(root: str | os.PathLike[str], assignment: str) -> tuple[str, dict[str, str]]:
     """{student: notebook text} for one assignment."""
     root = Path(root)
     catalog = load_catalog(root, assignment)
@@ -63,7 +73,8 @@ def demo_notebooks(root, assignment) -> tuple[str, dict]:
     source = nbformat.read(where.source(assignment) / name, as_version=4)
     release = nbformat.read(where.release(assignment) / name, as_version=4)
     full = answered(release, source)
-    partial_cells, partial_edits = {}, {}
+    partial_cells: dict[str, str] = {}
+    partial_edits: dict[str, list[tuple[str, str]]] = {}
     for bug in _two_bugs_in_different_cells(catalog.VARIANTS):
         partial_cells.update(bug.get("cells", {}))
         for gid, pairs in bug.get("edits", {}).items():
@@ -90,7 +101,8 @@ def demo_notebooks(root, assignment) -> tuple[str, dict]:
     return name, texts
 
 
-def write_demo_class(root, out_dir, assignment_ids) -> Path:
+def write_demo_class(root: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+                     assignment_ids: Iterable[str]) -> Path:
     """Write `<out_dir>/<student>/<assignment>/` for every demo student; returns out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,17 +118,18 @@ def write_demo_class(root, out_dir, assignment_ids) -> Path:
     return out_dir
 
 
-def _write_if_changed(path, text):
+def _write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
 
 
-def demo_course(root) -> Path:
+def demo_course(root: str | os.PathLike[str]) -> Path:
     """build/demo/: a course of its own (gradebook, release record, submitted/) made from this one."""
-    return copy_course_files(root, Path(root) / "build" / "demo")
+    demo: Path = copy_course_files(root, Path(root) / "build" / "demo")
+    return demo
 
 
-def build(root, jobs=2) -> list:
+def build(root: str | os.PathLike[str], jobs: int = 2) -> list[Outcome]:
     """Release, grade, feedback and report of the demo class in build/demo/; returns the Outcomes."""
     root = Path(root).resolve()
     demo_root = demo_course(root)

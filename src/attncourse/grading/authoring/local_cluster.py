@@ -7,6 +7,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from distributed import Client
 
@@ -16,15 +17,15 @@ DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 class LocalCluster:
     """A scheduler and `workers` worker processes (no nanny: a killed worker stays dead) of `threads` threads."""
 
-    def __init__(self, workers=2, threads=1, timeout=120):
+    def __init__(self, workers: int = 2, threads: int = 1, timeout: float = 120) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="attncourse-dask-"))
         file = self.folder / "scheduler.json"
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         # the workers share this machine's cores: their kernels split them (see run/cluster.py's GradingWorker)
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (workers * threads)))}
         self.scheduler = subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(file), "--port", "0",
                                            "--no-dashboard"], **quiet)
-        self.workers = []
+        self.workers: list[subprocess.Popen[bytes]] = []
         try:
             deadline = time.time() + timeout
             while not file.exists() or not file.read_text():
@@ -41,19 +42,20 @@ class LocalCluster:
             self.close()
             raise
 
-    def worker_pids(self) -> dict:
+    def worker_pids(self) -> dict[str, int]:
         """{worker address: pid}"""
-        return self.client.run(os.getpid)
+        pids: dict[str, int] = self.client.run(os.getpid)
+        return pids
 
-    def close(self):
+    def close(self) -> None:
         if getattr(self, "client", None) is not None:
             self.client.close(timeout=5)
         for proc in [*self.workers, self.scheduler]:
             proc.kill()
             proc.wait()
 
-    def __enter__(self):
+    def __enter__(self) -> "LocalCluster":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -5,8 +5,10 @@ the visible-check pattern and a hidden part, one written answer), the unit's cat
 skeleton releases and its own tests pass; the catalog schema test then lists what the author still owes
 (the lecturer's code, the deck's code, at least eight mistakes). Nothing is overwritten.
 """
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
@@ -18,18 +20,20 @@ UNIT_ID = re.compile(r"^a\d+_[a-z][a-z0-9_]*$")
 IMPORTS = "import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\nfrom d2l import torch as d2l"
 
 
-def _meta(grade_id, **kw):
+def _meta(grade_id: str, **kw: Any) -> dict[str, Any]:
     return {"nbgrader": {"schema_version": 3, "grade_id": grade_id, "locked": False, "solution": False,
                          "grade": False, **kw}, "slideshow": {"slide_type": "-"}}
 
 
-def _title(text):
-    return new_markdown_cell(f"<h1>{text}</h1>", metadata={"tags": [TITLE_TAG], "slideshow": {"slide_type": "slide"}})
+def _title(text: str) -> NotebookNode:
+    cell: NotebookNode = new_markdown_cell(f"<h1>{text}</h1>",
+                                           metadata={"tags": [TITLE_TAG], "slideshow": {"slide_type": "slide"}})
+    return cell
 
 
-def source_notebook(title, deck_name) -> NotebookNode:
+def source_notebook(title: str, deck_name: str) -> NotebookNode:
     """The assignment's source: one exercise in the course's pattern, with comments for the author."""
-    return new_notebook(cells=[
+    nb: NotebookNode = new_notebook(cells=[
         _title(f"作业：{title}"),
         new_markdown_cell(f"## 作业说明\n\n本作业对应讲义《{title}》（`notebooks/{deck_name}.ipynb`）。\n\n"
                           "| 部分 | 内容 | 分值 |\n|---|---|---|\n| 1 | `scale_scores`（示例题，请换成本单元的题目） | 2 |\n"
@@ -65,9 +69,10 @@ def source_notebook(title, deck_name) -> NotebookNode:
         new_markdown_cell("=== BEGIN MARK SCHEME ===\n评分要点：方差论证（1 分）。\n=== END MARK SCHEME ===",
                           metadata=_meta("why_scale", grade=True, solution=True, points=1)),
     ], metadata={"kernelspec": dict(KERNELSPEC)})
+    return nb
 
 
-def catalog_text(unit, notebook, deck_name) -> str:
+def catalog_text(unit: str, notebook: str, deck_name: str) -> str:
     return f'''"""Catalog of assignment {unit}.
 
 LECTURER: the lecturer's own code for every answer cell, verbatim (it must earn full marks).
@@ -94,8 +99,8 @@ VARIANTS = [
 '''
 
 
-def deck_notebook(title) -> NotebookNode:
-    return new_notebook(cells=[
+def deck_notebook(title: str) -> NotebookNode:
+    nb: NotebookNode = new_notebook(cells=[
         _title(title),
         new_markdown_cell("## 准备", metadata={"slideshow": {"slide_type": "slide"}}),
         new_code_cell("import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"
@@ -103,9 +108,11 @@ def deck_notebook(title) -> NotebookNode:
         new_markdown_cell("## 第一页\n\n一个想法一页，代码紧跟其后。", metadata={"slideshow": {"slide_type": "slide"}}),
         new_markdown_cell("## 参考文献\n\n1. ……", metadata={"slideshow": {"slide_type": "slide"}}),
     ], metadata={"kernelspec": dict(KERNELSPEC)})
+    return nb
 
 
-def create(root, unit, title, notebook=None, deck=None) -> list[Path]:
+def create(root: str | os.PathLike[str], unit: str, title: str, notebook: str | None = None,
+           deck: str | None = None) -> list[Path]:
     """Write the skeleton of unit `unit` (e.g. `a4_window`); returns the files written."""
     root = Path(root)
     if not UNIT_ID.match(unit):

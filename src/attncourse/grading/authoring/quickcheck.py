@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 
 import nbformat
@@ -16,25 +17,27 @@ from sqlalchemy.exc import SAWarning
 
 from ...config import find_root
 from .. import commands, logs
+from ..catalogs import load_catalog, source_notebook
 from ..cells import grade_id, test_cell_ids
-from ..catalogs import source_notebook
 from ..course import copy_course_files, folders, nbgrader_config, use_this_environment
+from ..model import Outcome
 from ..release import student_version as release
-from .variants import catalog_cases, load_catalog
+from .variants import catalog_cases
 
 
-def failed_tests(root, outcome, tests) -> dict:
+def failed_tests(root: Path, outcome: Outcome, tests: Collection[str]) -> dict[str, str]:
     """{test grade_id: verdict} of the cells where `outcome` lost points, read from its autograded notebook."""
     found = {}
     for path in folders(root).autograded(outcome.student, outcome.assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-            if grade_id(cell) in tests and errors:
-                found[grade_id(cell)] = errors[-1].evalue
+            gid = grade_id(cell)
+            if gid is not None and gid in tests and errors:
+                found[gid] = errors[-1].evalue
     return found
 
 
-def main(assignment, only=()) -> int:
+def main(assignment: str, only: Collection[str] = ()) -> int:
     use_this_environment()
     warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's ORM chatter says nothing to an author
     source_root = find_root()

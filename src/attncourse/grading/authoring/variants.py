@@ -2,20 +2,24 @@
 mistakes and their twins; and the shape check of a catalog (`catalog_problems`), read without a kernel. The
 catalog format is described in `attncourse.grading.catalogs`."""
 import copy
+import os
 import re
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 
 from ..catalogs import load_catalog, source_notebook, with_code
-from ..course import folders
 from ..cells import SOLUTION_MARKER_LINE, cells_by_id, has_hidden_tests, is_answer_cell, test_cell_ids
+from ..course import folders
 
 
-def answered(release_nb, source_nb, replace_cells=None, edits=None) -> NotebookNode:
+def answered(release_nb: NotebookNode, source_nb: NotebookNode, replace_cells: dict[str, str] | None = None,
+             edits: dict[str, list[tuple[str, str]]] | None = None) -> NotebookNode:
     """The student version with every solution cell filled in from `source_nb` (then changed)."""
-    nb = copy.deepcopy(release_nb)
+    nb: NotebookNode = copy.deepcopy(release_nb)
     answers = cells_by_id(with_code(source_nb, replace_cells, edits))
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -24,7 +28,7 @@ def answered(release_nb, source_nb, replace_cells=None, edits=None) -> NotebookN
     return nb
 
 
-def catalog_cases(root, assignment) -> dict:
+def catalog_cases(root: str | Path, assignment: str) -> dict[str, tuple[NotebookNode, set[str]]]:
     """{case: (submission notebook, test cells that must lose points)}: the reference answer, the lecturer's
     code, the other correct answers (`correct_<name>`), every variant that shows on this machine (`needs_cuda`
     ones only where CUDA is used) and, for a misconception, its twin (`twin_<id>`: the same mistake written
@@ -32,7 +36,8 @@ def catalog_cases(root, assignment) -> dict:
     catalog = load_catalog(root, assignment)
     src = source_notebook(root, assignment, catalog)
     rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
-    cases = {"reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
+    cases: dict[str, tuple[NotebookNode, set[str]]] = {
+        "reference": (answered(rel, src), set()), "lecturer": (answered(rel, src, catalog.LECTURER), set())}
     for name, cells in getattr(catalog, "ALSO_CORRECT", {}).items():
         cases[f"correct_{name}"] = (answered(rel, src, cells), set())
     for v in catalog.VARIANTS:
@@ -43,13 +48,13 @@ def catalog_cases(root, assignment) -> dict:
     return cases
 
 
-def deck_only(root, assignment) -> NotebookNode:
+def deck_only(root: str | Path, assignment: str) -> NotebookNode:
     """The student version with only the answers a deck prints (`ALSO_CORRECT["deck"]`) filled in, the other
     answer cells left as released: what a student who copies the lecture earns."""
     catalog = load_catalog(root, assignment)
     rel = nbformat.read(folders(root).release(assignment) / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
     deck = getattr(catalog, "ALSO_CORRECT", {}).get("deck", {})
-    nb = copy.deepcopy(rel)
+    nb: NotebookNode = copy.deepcopy(rel)
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if is_answer_cell(cell) and gid in deck:
@@ -60,7 +65,7 @@ def deck_only(root, assignment) -> NotebookNode:
 def uses_cuda() -> bool:
     """Whether hidden tests run on CUDA here (the grader's device, see attncourse.checks.cases)."""
     from ...device import get_device
-    return get_device().type == "cuda"
+    return bool(get_device().type == "cuda")
 
 
 
@@ -68,7 +73,7 @@ def uses_cuda() -> bool:
 MIN_VARIANTS = 8  # a unit's catalog holds at least this many realistic mistakes
 
 
-def catalog_problems(catalog, source_nb) -> list[str]:
+def catalog_problems(catalog: ModuleType, source_nb: NotebookNode) -> list[str]:
     """What is wrong with a catalog's shape, read without a kernel: each problem as a sentence ([] if none).
 
     Ids are unique; `LECTURER`, the deck's code and every variant name real answer cells; `caught_by` names
@@ -77,7 +82,7 @@ def catalog_problems(catalog, source_nb) -> list[str]:
     answers = {gid for gid, c in cells.items() if is_answer_cell(c) and c.cell_type == "code"}
     tests = set(test_cell_ids(source_nb))
     hidden = {gid for gid, c in cells.items() if has_hidden_tests(c)}
-    problems = []
+    problems: list[str] = []
     lecturer = getattr(catalog, "LECTURER", None)
     if not lecturer:
         problems.append("LECTURER is missing or empty: the lecturer's own code must earn full marks")
@@ -90,7 +95,7 @@ def catalog_problems(catalog, source_nb) -> list[str]:
     variants = getattr(catalog, "VARIANTS", [])
     if len(variants) < MIN_VARIANTS:
         problems.append(f"only {len(variants)} variants: a catalog holds at least {MIN_VARIANTS} realistic mistakes")
-    seen = set()
+    seen: set[Any] = set()
     for v in variants:
         vid = v.get("id")
         if not vid or vid in seen:
@@ -115,12 +120,13 @@ def catalog_problems(catalog, source_nb) -> list[str]:
     return problems + misconception_problems(catalog, source_nb, seen, answers)
 
 
-def _slide_titles(deck) -> set:
+def _slide_titles(deck: str | os.PathLike[str]) -> set[str]:
     return {m.group(1).strip() for c in nbformat.read(deck, as_version=4).cells if c.cell_type == "markdown"
             for m in [re.match(r"#+\s*(.+)", c.source)] if m}
 
 
-def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str]:
+def misconception_problems(catalog: ModuleType, source_nb: NotebookNode, variant_ids: set[Any],
+                           answers: set[str]) -> list[str]:
     """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK` (or of the deck
     given fourth); a hint quotes no line of the reference answer; `TWINS` write each misconception another way,
     in answer cells."""
@@ -132,7 +138,8 @@ def misconception_problems(catalog, source_nb, variant_ids, answers) -> list[str
         return [f"DECK {getattr(catalog, 'DECK', None)!r} is not a deck: misconceptions point to its slides"]
     code = {line.strip() for c in source_nb.cells if is_answer_cell(c) for line in c.source.splitlines()
             if len(line.strip()) > 12 and not line.strip().startswith("#")}
-    problems, titles = [], {}  # titles: {deck: its slide titles}, each deck read once
+    problems: list[str] = []
+    titles: dict[str, set[str]] = {}  # {deck: its slide titles}, each deck read once
     for vid, entry in found.items():
         if vid not in variant_ids:
             problems.append(f"MISCONCEPTIONS[{vid!r}]: no variant has this id")

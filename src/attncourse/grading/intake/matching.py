@@ -7,16 +7,19 @@ cannot change what runs before a test.
 """
 import copy
 import difflib
+from typing import Any
+
+from nbformat import NotebookNode
 
 from ..cells import cells_by_id, grade_id, is_answer_cell, is_test_cell
 
 
-def restore_metadata(nb, released) -> int:
+def restore_metadata(nb: NotebookNode, released: NotebookNode) -> int:
     """Put back the nbgrader metadata of the student version: a test cell turned into an answer cell, a
     pasted copy of a cell, or a cell claiming an id the assignment does not have, cannot change what is
     graded. Returns how many cells changed."""
     known = {gid: cell.metadata["nbgrader"] for gid, cell in cells_by_id(released).items()}
-    changed, seen = 0, set()
+    changed, seen = 0, set[Any]()
     for cell in reversed(nb.cells):  # a pasted copy keeps no id: the last cell with an id keeps it, as in nbgrader
         meta = cell.metadata.get("nbgrader")
         if meta is None:
@@ -36,25 +39,26 @@ def restore_metadata(nb, released) -> int:
     return changed
 
 
-def _key(cell):
+def _key(cell: NotebookNode) -> tuple[str, str]:
     source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
     return (cell.cell_type, source.strip())
 
 
-def match_cells(nb, released) -> tuple[int, list]:
+def match_cells(nb: NotebookNode, released: NotebookNode) -> tuple[int, list[str]]:
     """Give a notebook without nbgrader metadata (cells pasted into a new notebook) the metadata of the release,
     matched by content: cells the student did not change (instructions, locked cells, test cells) anchor the
     match, and the answer cells are the student's cells of the same type between the same anchors.
     Returns (cells matched, grade_ids of answer cells that could not be found)."""
     ours, theirs = nb.cells, released.cells
     matcher = difflib.SequenceMatcher(a=[_key(c) for c in ours], b=[_key(c) for c in theirs], autojunk=False)
-    placed = {}  # index in theirs -> index in ours
+    placed: dict[int, int] = {}  # index in theirs -> index in ours
     for block in matcher.get_matching_blocks():
         for k in range(block.size):
             placed[block.b + k] = block.a + k
-    missing = []
+    missing: list[str] = []
     for j, cell in enumerate(theirs):
-        if not grade_id(cell) or j in placed:
+        gid = grade_id(cell)
+        if not gid or j in placed:
             continue
         before = max([placed[i] for i in placed if i < j], default=-1)
         after = min([placed[i] for i in placed if i > j], default=len(ours))
@@ -63,7 +67,7 @@ def match_cells(nb, released) -> tuple[int, list]:
         if free and is_answer_cell(cell):
             placed[j] = free[0]
         elif not is_test_cell(cell):
-            missing.append(grade_id(cell))
+            missing.append(gid)
     count = 0
     for j, i in placed.items():
         if grade_id(theirs[j]):
@@ -72,10 +76,10 @@ def match_cells(nb, released) -> tuple[int, list]:
     return count, [m for m in missing if is_answer_cell(cells_by_id(released)[m])]
 
 
-def put_tests_in_order(nb, released) -> int:
+def put_tests_in_order(nb: NotebookNode, released: NotebookNode) -> int:
     """Place every test cell of the release after the cells the release puts before it and before those it puts
     after it (a deleted one is put back, as late as that allows); returns how many were moved or put back."""
-    order = {gid: k for k, gid in enumerate(gid for gid in map(grade_id, released.cells) if gid)}
+    order: dict[str | None, int] = {gid: k for k, gid in enumerate(gid for gid in map(grade_id, released.cells) if gid)}
     changed = 0
     for test in (c for c in released.cells if is_test_cell(c)):
         gid = grade_id(test)

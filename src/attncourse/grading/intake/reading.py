@@ -11,8 +11,12 @@ of them is the student's own run of each code cell, trimmed (`SUBMITTED_OUTPUTS`
 the TA who reads the written answers.
 """
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import nbformat
+from nbformat import NotebookNode
 
 MAX_FILE_BYTES = 200 << 20  # a file larger than this is not read at all
 MAX_NOTEBOOK_BYTES = 20 << 20  # the notebook without its outputs: what is graded
@@ -22,7 +26,7 @@ MAX_KEPT_IMAGE = 300_000  # bytes (base64) of one PNG kept
 MAX_KEPT_TOTAL = 3_000_000  # bytes of the student's outputs kept per notebook
 
 
-def decode(data: bytes) -> tuple[str, list]:
+def decode(data: bytes) -> tuple[str, list[str]]:
     """The text of a notebook file and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
     notes = []
     if data.startswith(b"\xef\xbb\xbf"):
@@ -34,9 +38,9 @@ def decode(data: bytes) -> tuple[str, list]:
         return data.decode("gbk"), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
 
 
-def _repair(raw: dict) -> list:
+def _repair(raw: dict[str, Any]) -> list[str]:
     """Fix the known quirks of editors in the JSON of a notebook, in place; returns notes."""
-    notes = set()
+    notes: set[str] = set()
     raw.setdefault("metadata", {})
     for cell in raw.get("cells", []):
         if not isinstance(cell.get("metadata"), dict):
@@ -57,7 +61,7 @@ def _repair(raw: dict) -> list:
     return sorted(notes)
 
 
-def _rebuilt(raw: dict):
+def _rebuilt(raw: dict[str, Any]) -> NotebookNode:
     """A valid notebook from the cells of an invalid one: type, source and nbgrader metadata kept."""
     cells = []
     for cell in raw.get("cells", []):
@@ -66,22 +70,24 @@ def _rebuilt(raw: dict):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
         meta = {k: v for k, v in (cell.get("metadata") or {}).items() if k == "nbgrader"}
-        make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}.get(
-            cell.get("cell_type"), nbformat.v4.new_raw_cell)
+        makers: dict[Any, Callable[..., NotebookNode]] = {"code": nbformat.v4.new_code_cell,
+                                                          "markdown": nbformat.v4.new_markdown_cell}
+        make: Callable[..., NotebookNode] = makers.get(cell.get("cell_type"), nbformat.v4.new_raw_cell)
         cells.append(make(source, metadata=meta))
-    return nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": raw.get("metadata", {}).get("kernelspec")
-                                                             or {"name": "python3", "display_name": "Python 3",
-                                                                 "language": "python"}})
+    kernelspec = raw.get("metadata", {}).get("kernelspec") or {"name": "python3", "display_name": "Python 3",
+                                                              "language": "python"}
+    nb: NotebookNode = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec})
+    return nb
 
 
-def keep_student_outputs(nb) -> int:
+def keep_student_outputs(nb: NotebookNode) -> int:
     """Move each code cell's outputs into its metadata, trimmed to what a TA reads: text and PNG images.
     Returns how many bytes were kept."""
     budget = MAX_KEPT_TOTAL
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        kept = []
+        kept: list[dict[str, str]] = []
         for output in cell.get("outputs", []):
             text = output.get("text") if output.get("output_type") == "stream" else \
                 output.get("data", {}).get("text/plain") if "data" in output else None
@@ -102,7 +108,7 @@ def keep_student_outputs(nb) -> int:
     return MAX_KEPT_TOTAL - budget
 
 
-def read(path) -> tuple:
+def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
     """(notebook with the student's outputs kept in metadata, notes) or (None, the reason it cannot be read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
@@ -121,7 +127,7 @@ def read(path) -> tuple:
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
-    except Exception:  # anything nbformat cannot upgrade or validate: keep the cells, drop the rest
+    except Exception:  # noqa: BLE001 - anything nbformat cannot upgrade or validate: keep the cells, drop the rest
         nb = _rebuilt(raw)
         notes.append("notebook 格式不完全合法，已按单元格内容重建（输出未保留）")
     kept = keep_student_outputs(nb)

@@ -24,9 +24,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import EntryPoint
+from typing import Any, NoReturn
 
+from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
 
 from . import sandbox as sandboxes
@@ -45,19 +48,19 @@ CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 class Zygote:
     """The warm process for one grading run, reached through a Unix socket; restarted if it dies."""
 
-    def __init__(self, modules=(), timeout=180):
+    def __init__(self, modules: Iterable[str] = (), timeout: float = 180) -> None:
         self.modules, self.timeout = list(modules), timeout
         self.dir = tempfile.mkdtemp(prefix="attncourse-zygote-")
         self.lock = threading.Lock()
         self._spawn()
 
-    def _spawn(self):
+    def _spawn(self) -> None:
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
         self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
 
-    def wait(self):
+    def wait(self) -> None:
         """Return once the zygote has imported everything and listens; RuntimeError if it does not."""
         deadline = time.time() + self.timeout
         while not os.path.exists(self.path):
@@ -66,15 +69,15 @@ class Zygote:
                 raise RuntimeError("the preloading process did not start")
             time.sleep(0.05)
 
-    def link(self, pid, ports, fds):
+    def link(self, pid: int, ports: Sequence[object], fds: Sequence[int]) -> str:
         """A folder of the grader's own with a link per kernel socket to its open file descriptor; returns the
         prefix to connect to (`<prefix>-<port>`)."""
         prefix = os.path.join(self.dir, f"k{pid}")
-        for port, fd in zip(ports, fds):
+        for port, fd in zip(ports, fds, strict=True):
             os.symlink(f"/proc/{os.getpid()}/fd/{fd}", f"{prefix}-{port}")
         return prefix
 
-    def fork_kernel(self, request):
+    def fork_kernel(self, request: dict[str, Any]) -> int:
         """Start a kernel as a fork of the zygote; returns its pid (in the grader's PID namespace)."""
         with self.lock:
             if self.proc.poll() is not None:
@@ -88,13 +91,13 @@ class Zygote:
             raise RuntimeError(f"the preloading process could not start a kernel: {reply.get('error')}")
         return int(reply["pid"])
 
-    def close(self):
+    def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def zygote_env() -> dict:
+def zygote_env() -> dict[str, str]:
     """The zygote's environment, which every kernel can read back from /proc/self/environ: nothing of the
     grader's but the paths Python needs."""
     keep = {k: os.environ[k] for k in ("LANG", "LC_ALL", "PYTHONPATH") if k in os.environ}
@@ -102,7 +105,7 @@ def zygote_env() -> dict:
             "MPLBACKEND": INLINE}
 
 
-def open_sockets(pid, uid, ports, timeout=60.0) -> list[int]:
+def open_sockets(pid: int, uid: int, ports: Iterable[object], timeout: float = 60.0) -> list[int]:
     """O_PATH descriptors of a sandboxed kernel's Unix sockets, found without following anything the kernel
     could have written: each folder of `KERNEL_IPC` is opened with O_NOFOLLOW from the kernel's root, and each
     socket must be a socket of the kernel's uid. The grader connects through these descriptors, so that a link
@@ -141,11 +144,11 @@ class ForkedProcess:
 
     stdin = stdout = stderr = None
 
-    def __init__(self, pid):
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.returncode = None
+        self.returncode: int | None = None
 
-    def poll(self):
+    def poll(self) -> int | None:
         if self.returncode is None:
             try:
                 os.kill(self.pid, 0)
@@ -153,24 +156,24 @@ class ForkedProcess:
                 self.returncode = -1  # reaped by its keeper; the exit code is not ours to read
         return self.returncode
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> int | None:
         deadline = None if timeout is None else time.time() + timeout
         while self.poll() is None:
             if deadline is not None and time.time() > deadline:
-                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
             time.sleep(0.05)
         return self.returncode
 
-    def send_signal(self, signum):
+    def send_signal(self, signum: int) -> None:
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:
             pass
 
-    def kill(self):
+    def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def terminate(self):
+    def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
 
 
@@ -178,19 +181,20 @@ class PreloadedProvisioner(LocalProvisioner):
     """Launches ipykernel as a fork of the zygote, sandboxed when a sandbox is configured; each sandboxed
     kernel runs as a uid of its own from the run's block (`sandbox.UidBlock`)."""
 
-    zygote = None  # set by preloaded_kernels()
-    sandbox = None
-    uids = None
-    uid = pool = None
-    fds = ()  # O_PATH descriptors of the sandboxed kernel's sockets (see open_sockets)
+    zygote: Zygote | None = None  # set by preloaded_kernels()
+    sandbox: dict[str, Any] | None = None
+    uids: sandboxes.UidBlock | None = None
+    uid: int | None = None
+    pool: sandboxes.UidBlock | None = None
+    fds: Sequence[int] = ()  # O_PATH descriptors of the sandboxed kernel's sockets (see open_sockets)
 
-    async def pre_launch(self, **kwargs):
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         if self.sandbox is not None:  # a kernel without network talks over Unix sockets
-            km = self.parent
+            km: Any = self.parent
             km.transport, km.cache_ports, km.ip = "ipc", False, KERNEL_IPC
         return await super().pre_launch(**kwargs)
 
-    async def launch_kernel(self, cmd, **kwargs):
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         if self.zygote is None or "ipykernel_launcher" not in cmd:
             return await super().launch_kernel(cmd, **kwargs)
         argv = cmd[cmd.index("ipykernel_launcher") + 1:]
@@ -200,6 +204,7 @@ class PreloadedProvisioner(LocalProvisioner):
         if self.sandbox is None:
             pid = self.zygote.fork_kernel({"argv": argv, "env": env, "cwd": cwd})
         else:
+            assert self.uids is not None  # set with the sandbox
             self.pool = self.uids
             self.uid = self.pool.take()
             connection = argv[argv.index("-f") + 1]
@@ -210,10 +215,10 @@ class PreloadedProvisioner(LocalProvisioner):
                 "argv": argv, "env": sandboxed_env(env), "cwd": sandboxes.HOME,
                 "sandbox": {"settings": self.sandbox, "uid": self.uid,
                             "files": {k: base64.b64encode(v).decode() for k, v in files.items()}}})
-            ports = [info[key] for key in PORTS]
+            ports = [info[key] for key in PORTS]  # type: ignore[literal-required]
             self.fds = open_sockets(pid, self.uid, ports)
             info = {**info, "ip": self.zygote.link(pid, ports, self.fds)}  # the kernel's sockets, through the fds
-        self.process = ForkedProcess(pid)
+        self.process = ForkedProcess(pid)  # type: ignore[assignment]  # what LocalProvisioner uses of a Popen
         self.pid = self.pgid = pid  # the kernel calls setsid(): its process group is its own
         self.cwd = pathlib.Path(cwd)
         self.connection_info = info
@@ -226,28 +231,30 @@ class PreloadedProvisioner(LocalProvisioner):
     def reach_probe(self) -> str:
         """The address the grader connects to for the probe's socket of a sandboxed kernel, bound before any of
         the student's code ran: through a descriptor, as for the kernel's other sockets."""
-        self.fds += open_sockets(self.pid, self.uid, [PROBE])
+        assert self.zygote is not None and self.uid is not None and self.pid is not None  # a sandboxed kernel's
+        self.fds = [*self.fds, *open_sockets(self.pid, self.uid, [PROBE])]
         return f"ipc://{self.zygote.link(self.pid, [PROBE], self.fds[-1:])}-{PROBE}"
 
-    async def cleanup(self, restart=False):
+    async def cleanup(self, restart: bool = False) -> None:
         await super().cleanup(restart)
         for fd in self.fds:
             os.close(fd)
         self.fds = []
-        if self.uid is not None:
+        if self.uid is not None and self.pool is not None:
             self.pool.release(self.uid)
             self.uid = None
 
 
-def sandboxed_env(env) -> dict:
+def sandboxed_env(env: dict[str, str]) -> dict[str, str]:
     """What a sandboxed kernel is told of its environment: nothing of the grader's beyond these."""
-    keep = {k: env[k] for k in ("OMP_NUM_THREADS", "NBGRADER_EXECUTION", "LANG", "LC_ALL") if k in env}
+    keep: dict[str, str] = {k: env[k] for k in ("OMP_NUM_THREADS", "NBGRADER_EXECUTION", "LANG", "LC_ALL") if k in env}
     return {**keep, "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": sandboxes.HOME,
             "TMPDIR": "/tmp", "MPLBACKEND": INLINE, "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython"}
 
 
 @contextmanager
-def preloaded_kernels(log=print, sandbox=None, modules=()):
+def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.Sandbox | None = None,
+                      modules: Iterable[str] = ()) -> Iterator[None]:
     """Within the block, python kernels are forks of a zygote that has imported torch, d2l and `modules`.
 
     `sandbox`: a `sandbox.Sandbox` whose settings every kernel gets, or None for unsandboxed kernels.
@@ -295,7 +302,7 @@ def preloaded_kernels(log=print, sandbox=None, modules=()):
 
 # --- the zygote's side ------------------------------------------------------------------------------------------
 
-def _die_with_parent(parent=None):
+def _die_with_parent(parent: int | None = None) -> None:
     """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run. `parent`: the
     pid it must have; if it has already gone (before the signal was armed), leave now."""
     try:
@@ -307,7 +314,7 @@ def _die_with_parent(parent=None):
         os._exit(1)
 
 
-def _become_kernel(request):
+def _become_kernel(request: dict[str, Any]) -> NoReturn:
     """In the forked child: a fresh kernel process, as `python -m ipykernel_launcher` would start."""
     try:
         _die_with_parent()
@@ -332,7 +339,7 @@ def _become_kernel(request):
         os._exit(0)
 
 
-def _fork_sandboxed(request):
+def _fork_sandboxed(request: dict[str, Any]) -> int:
     """Start the kernel inside a new sandbox; returns its pid. The zygote stays outside, untouched."""
     spec = request["sandbox"]
     settings = sandboxes.Sandbox(**spec["settings"])
@@ -366,7 +373,7 @@ def _fork_sandboxed(request):
             os.write(write, f"{kernel}\n".encode())
             os.close(write)
             os.waitpid(kernel, 0)
-        except BaseException as exc:  # reported to the grader, which fails this submission's start
+        except BaseException as exc:  # noqa: BLE001 - reported to the grader, which fails this submission's start
             os.write(write, f"error {exc}\n".encode())
         finally:
             os._exit(0)
@@ -382,10 +389,10 @@ def _fork_sandboxed(request):
 MAX_REQUEST = 256 << 20  # bytes of one request (the notebook travels in it, base64)
 
 
-def valid_request(request) -> dict:
+def valid_request(request: Any) -> dict[str, Any]:
     """A request to fork a kernel, checked field by field (ValueError otherwise): the zygote is root, and a
     request it misreads must be refused, not obeyed or crash it."""
-    def strings(value, what):
+    def strings(value: object, what: str) -> None:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"{what} must be a list of strings")
 
@@ -413,7 +420,7 @@ def valid_request(request) -> dict:
     return request
 
 
-def serve(path, grader, modules=()) -> None:
+def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
     _die_with_parent(grader)
@@ -427,6 +434,7 @@ def serve(path, grader, modules=()) -> None:
     while True:
         conn, _ = server.accept()
         with conn:
+            reply: dict[str, Any]
             try:
                 request = valid_request(json.loads(conn.makefile("rb").readline(MAX_REQUEST)))
                 if "sandbox" in request:
@@ -438,7 +446,7 @@ def serve(path, grader, modules=()) -> None:
                         conn.close()
                         _become_kernel(request)
                     reply = {"pid": pid}
-            except Exception as exc:  # the grader reports it; the zygote serves the next request
+            except Exception as exc:  # noqa: BLE001 - the grader reports it; the zygote serves the next request
                 reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
             try:
                 conn.sendall(json.dumps(reply).encode() + b"\n")

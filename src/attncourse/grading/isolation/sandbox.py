@@ -20,10 +20,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from traitlets import Int, Unicode
-from traitlets.config import Configurable
+from traitlets.config import Config, Configurable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = (
     0x00020000, 0x04000000, 0x08000000, 0x40000000, 0x20000000)
@@ -47,7 +49,7 @@ class Sandbox(Configurable):
     uid_base = Int(61000, help="Kernels run as uids from uid_base up (a new one per kernel, 10000 in all); no "
                                "other process on the machine may use them.").tag(config=True)
 
-    def problem(self):
+    def problem(self) -> str:
         """Why sandboxes cannot be made here ('' when they can)."""
         if sys.platform != "linux":
             return "只有 Linux 支持沙箱"
@@ -62,7 +64,7 @@ class Sandbox(Configurable):
         run = subprocess.run(["bwrap", *self.bwrap_args(), "--", "/usr/bin/true"], capture_output=True, text=True)
         return f"bubblewrap 无法运行：{run.stderr.strip()[:300]}" if run.returncode else ""
 
-    def bwrap_args(self):
+    def bwrap_args(self) -> list[str]:
         """The filesystem and namespaces of one sandbox (the command follows `--`)."""
         args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                 "--hostname", "grader", "--dev", "/dev", "--perms", "0555", "--dir", "/proc",  # the kernel mounts its own
@@ -91,14 +93,14 @@ def readable_paths() -> list[str]:
     """What a kernel may read: system files and this Python's installation, nothing of the course."""
     package_root = str(Path(__file__).resolve().parents[3])  # the folder holding attncourse (src/ when editable)
     paths = ["/usr", "/etc", sys.base_prefix, sys.prefix, package_root]
-    found = []
+    found: list[str] = []
     for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}):
         if not any(path.startswith(f + "/") for f in found):
             found.append(path)
     return found
 
 
-def start_holder(sandbox):
+def start_holder(sandbox: Sandbox) -> tuple["subprocess.Popen[bytes]", int]:
     """Start a sandbox that holds still; returns (Popen, pid of a process inside whose namespaces to join).
 
     bubblewrap reports the pid before it has built the filesystem, so the holder also says "ready" once it
@@ -112,23 +114,24 @@ def start_holder(sandbox):
     os.close(write)
     with os.fdopen(read, "rb") as info:
         data = info.read()  # bubblewrap closes the fd after writing
+    assert proc.stdout is not None  # stdout=PIPE
     if proc.stdout.readline() != b"ready\n" or b"child-pid" not in data:
         proc.kill()
         raise RuntimeError("bubblewrap exited before the sandbox was ready")
     return proc, int(json.loads(data)["child-pid"])
 
 
-def _default_sigchld():
+def _default_sigchld() -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
-def _check(result, what):
+def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def join(holder_pid) -> None:
+def join(holder_pid: int) -> None:
     """In a single-threaded child of the zygote: enter the sandbox's namespaces, then a new PID namespace
     whose first process is the next fork (the kernel)."""
     fds = {name: os.open(f"/proc/{holder_pid}/ns/{name}", os.O_RDONLY) for name in NAMESPACES}
@@ -138,7 +141,7 @@ def join(holder_pid) -> None:
     _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
 
 
-def become_student(sandbox, uid, files) -> None:
+def become_student(sandbox: Sandbox, uid: int, files: dict[str, bytes]) -> None:
     """In the kernel (PID 1 of its namespace, still root): /proc, the files it needs, limits, then the uid.
 
     `files` maps paths inside the sandbox to their bytes (the notebook, the connection file)."""
@@ -174,7 +177,7 @@ DENIED_SYSCALLS = ("keyctl", "add_key", "request_key", "ptrace", "process_vm_rea
                    "syslog", "fanotify_init", "move_mount", "open_tree", "fsopen", "fsmount", "fspick")
 
 
-def seccomp_filter():
+def seccomp_filter() -> Any:
     """The kernel's seccomp filter (not yet loaded): everything allowed but DENIED_SYSCALLS."""
     import errno
 
@@ -188,7 +191,7 @@ def seccomp_filter():
     return flt
 
 
-def kill_holder(proc, holder_pid) -> None:
+def kill_holder(proc: "subprocess.Popen[bytes]", holder_pid: int) -> None:
     """The holder is only needed until the kernel has joined: its namespaces live on in the kernel."""
     try:
         os.kill(holder_pid, signal.SIGKILL)
@@ -206,7 +209,7 @@ class UidBlock:
     a uid no earlier kernel of the run had (a run of more than BLOCK kernels starts again from the first free
     one), so that nothing a uid owns passes from one student to the next."""
 
-    def __init__(self, base):
+    def __init__(self, base: int) -> None:
         folder = Path(tempfile.gettempdir()) / "attncourse-uid-blocks"
         folder.mkdir(exist_ok=True)
         for block in range(BLOCKS):
@@ -217,11 +220,12 @@ class UidBlock:
                 handle.close()
                 continue
             self.handle, self.first = handle, base + block * BLOCK
-            self.used, self.lock, self.next = set(), threading.Lock(), 0
+            self.used: set[int] = set()
+            self.lock, self.next = threading.Lock(), 0
             return
         raise RuntimeError(f"all {BLOCKS} blocks of sandbox uids are in use")
 
-    def take(self):
+    def take(self) -> int:
         with self.lock:
             for step in range(BLOCK):
                 uid = self.first + (self.next + step) % BLOCK
@@ -231,11 +235,11 @@ class UidBlock:
                     return uid
             raise RuntimeError(f"all {BLOCK} sandbox uids of this run are in use")
 
-    def release(self, uid):
+    def release(self, uid: int) -> None:
         with self.lock:
             self.used.discard(uid)
 
-    def kill_all(self):
+    def kill_all(self) -> list[str]:
         """SIGKILL every process running as one of this block's uids; returns what was killed."""
         killed = []
         for entry in Path("/proc").iterdir():
@@ -248,7 +252,7 @@ class UidBlock:
                 pass
         return killed
 
-    def close(self):
+    def close(self) -> None:
         self.handle.close()  # releases the flock
 
 
@@ -256,7 +260,7 @@ class SandboxUnavailable(RuntimeError):
     """`c.Sandbox.mode = 'required'` and no sandbox can be made here."""
 
 
-def for_grading(cfg, warn) -> "Sandbox | None":
+def for_grading(cfg: Config, warn: Callable[[str], object]) -> "Sandbox | None":
     """The Sandbox settings to grade with, or None (after a loud warning through `warn`) where none can be made."""
     settings = Sandbox(config=cfg)
     if settings.mode == "off":

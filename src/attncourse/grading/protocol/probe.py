@@ -20,6 +20,8 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, cast
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -28,53 +30,55 @@ from . import wire
 
 MIME = "application/vnd.attncourse.probe+json"
 _MISSING = object()
-_objects = {}  # reference id -> object the grader holds a proxy to
-_ids = {}  # id(object) -> reference id, so that one object keeps one reference
+_objects: dict[int, Any] = {}  # reference id -> object the grader holds a proxy to
+_ids: dict[int, int] = {}  # id(object) -> reference id, so that one object keeps one reference
 _counter = itertools.count(1)
-_socket = None  # the probe's own socket, once `start` made it
-_swapped = {}  # name -> what the student's namespace held before `swap_in`
+_socket: Any = None  # the probe's own socket, once `start` made it
+_swapped: dict[str, Any] = {}  # name -> what the student's namespace held before `swap_in`
 
 
 class Reply:
     """What `serve` returns: its `_repr_mimebundle_` is the reply (IPython's formatting of the first request's
     user expression; `_answer` sends its text for every later request)."""
 
-    def __init__(self, payload):
+    def __init__(self, payload: object) -> None:
         self.text = wire.dumps(payload)
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return {MIME: self.text}
 
 
-_served = None  # a namespace this process serves requests for itself (see `serving`), else the kernel's
+# a namespace this process serves requests for itself (see `serving`), else the kernel's
+_served: dict[str, Any] | None = None
 
 
-def _user_ns():
+def _user_ns() -> dict[str, Any]:
     if _served is not None:
         return _served
     from IPython import get_ipython
-    return get_ipython().user_ns
+    ns: dict[str, Any] = get_ipython().user_ns
+    return ns
 
 
 class serving:
     """`with serving(namespace): ...`: requests are served in this process against `namespace`, not a kernel's:
     how the grader runs the catalogued answers (its own code) through the same protocol (run/diagnosis.py)."""
 
-    def __init__(self, namespace):
+    def __init__(self, namespace: dict[str, Any]) -> None:
         self.namespace = namespace
 
-    def __enter__(self):
+    def __enter__(self) -> "serving":
         global _served
         _served = self.namespace
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         global _served
         _served = None
         return False
 
 
-def _ref(obj):
+def _ref(obj: object) -> dict[str, Any]:
     key = id(obj)
     if key not in _ids or _objects.get(_ids[key]) is not obj:
         _ids[key] = next(_counter)
@@ -85,7 +89,7 @@ def _ref(obj):
                      "class": isinstance(obj, type), "callable": callable(obj)}}
 
 
-def encode(obj, depth=0):
+def encode(obj: Any, depth: int = 0) -> Any:
     """Data for the grader: tensors and plain values as data, anything else as a reference."""
     if depth > wire.MAX_DEPTH:
         raise ValueError("nested too deeply")
@@ -113,38 +117,38 @@ def encode(obj, depth=0):
     return _ref(obj)
 
 
-def _where(exc):
+def _where(exc: BaseException) -> list[Any] | None:
     """The innermost frame of the student's own code in a traceback: [function, line number, line]."""
     libraries = tuple({sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(__file__))})
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(libraries)]
     return [frames[-1].name, frames[-1].lineno, (frames[-1].line or "")[:200]] if frames else None
 
 
-def _args(data):
+def _args(data: Any) -> Any:
     return wire.decode_in_kernel(data, _objects)
 
 
-def op_names(names):
+def op_names(names: Iterable[str]) -> dict[str, Any]:
     ns = _user_ns()
     return {name: encode(ns[name]) if name in ns else {"$missing": True} for name in names}
 
 
-def op_getattr(ref, name):
+def op_getattr(ref: int, name: str) -> Any:
     return encode(getattr(_objects[ref], name))
 
 
-def op_call(ref, args, kwargs):
+def op_call(ref: int, args: Any, kwargs: Any) -> Any:
     return encode(_objects[ref](*_args(args), **_args(kwargs)))
 
 
-def op_deepcopy(ref):
+def op_deepcopy(ref: int) -> Any:
     return encode(copy.deepcopy(_objects[ref]))
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
-def _define(source, name, imports):
+def _define(source: str, name: str, imports: Iterable[str]) -> Any:
     """Define the grader's function or class `name` in a namespace of its own: the notebook's imports, run
     afresh, over the student's names, and the real builtins. A student's `F = plt.figure()` or `any = ...` at
     the top level cannot change what the grader's code computes."""
@@ -156,18 +160,18 @@ def _define(source, name, imports):
     return namespace[name]
 
 
-def op_define(source, name, imports=()):
+def op_define(source: str, name: str, imports: Iterable[str] = ()) -> Any:
     return encode(_define(source, name, imports))
 
 
-def op_swap_in(references, imports=()):
+def op_swap_in(references: dict[str, tuple[str, str]], imports: Iterable[str] = ()) -> None:
     ns = _user_ns()
     for name, (source, defined) in references.items():
         _swapped.setdefault(name, ns.get(name, _MISSING))
         ns[name] = _define(source, defined, imports)
 
 
-def op_swap_out(names):
+def op_swap_out(names: Iterable[str]) -> None:
     ns = _user_ns()
     for name in names:
         saved = _swapped.pop(name, _MISSING)
@@ -177,7 +181,7 @@ def op_swap_out(names):
             ns[name] = saved
 
 
-def op_seed(seed):
+def op_seed(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     try:
@@ -187,19 +191,19 @@ def op_seed(seed):
         pass
 
 
-def _limit_output(chars):
+def _limit_output(chars: int) -> None:
     """From now on at most `chars` characters of stdout and of stderr per cell leave the kernel, then one note:
     a thread that prints forever costs the grader no messages to read (the grader keeps less than this), and
     the cell little time."""
-    from IPython import get_ipython
     from ipykernel.iostream import OutStream
+    from IPython import get_ipython
     streams = [s for s in (sys.stdout, sys.stderr) if isinstance(s, OutStream)]
     sent = dict.fromkeys(map(id, streams), 0)
 
-    def limited(stream):
+    def limited(stream: OutStream) -> Callable[[str], int | None]:
         write = stream.write
 
-        def write_limited(text):
+        def write_limited(text: str) -> int | None:
             before = sent[id(stream)]
             sent[id(stream)] = before + len(text)
             if before + len(text) <= chars:
@@ -212,11 +216,11 @@ def _limit_output(chars):
         return write_limited
 
     for stream in streams:
-        stream.write = limited(stream)
+        stream.write = limited(stream)  # type: ignore[method-assign,assignment]  # this stream only
     get_ipython().events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
 
 
-def op_start(chars, address):
+def op_start(chars: int, address: str) -> str:
     """The grader's first request: limit output (`_limit_output`), then bind a socket of the probe's own at
     `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs.
     Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
@@ -228,22 +232,22 @@ def op_start(chars, address):
     global _socket
     _limit_output(chars)
     kernel = get_ipython().kernel
-    socket = zmq.Context.instance().socket(zmq.ROUTER)
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
     socket.linger = 0
     socket.bind(address)
     _socket = ZMQStream(socket, io_loop=kernel.io_loop)
 
-    def on_request(frames):
+    def on_request(frames: list[bytes]) -> None:
         try:
             _answer(kernel, socket, frames)
         except KeyboardInterrupt:  # an interrupt meant for a request that has been answered since
             kernel.post_handler_hook()
 
     _socket.on_recv(on_request)
-    return socket.last_endpoint.decode()
+    return cast(bytes, socket.last_endpoint).decode()
 
 
-def _answer(kernel, socket, frames):
+def _answer(kernel: Any, socket: Any, frames: list[bytes]) -> None:
     """Serve one request, [identity, number, signature, JSON], and send [identity, number, reply JSON]. The
     interrupt that follows a timeout raises KeyboardInterrupt while serving only, as in ipykernel's handlers,
     and may land between serving and sending: the reply is still sent, so that the grader reads the timeout,
@@ -270,7 +274,7 @@ def _answer(kernel, socket, frames):
         kernel.post_handler_hook()
 
 
-def op_release():
+def op_release() -> None:
     global _watch
     _objects.clear()
     _ids.clear()
@@ -288,16 +292,16 @@ GRADER_FILE = "<grader: "  # the file name of everything the grader defines in t
 KERNEL_FAMILIES = {"scaled_dot_product_attention": "scaled_dot_product"}  # the aten kernels behind a function
 _LIBRARIES = tuple(sorted({sys.prefix, sys.base_prefix, sysconfig.get_paths()["stdlib"],
                            os.path.dirname(os.path.dirname(os.path.dirname(__file__)))}))
-_watch = None
+_watch: "_Watch | None" = None
 REQUESTED = object()  # see _student_frame
 
 
-def _resolve(path):
+def _resolve(path: str) -> Any:
     """The object a dotted path names, importing the longest module prefix (`torch.nn.MultiheadAttention`)."""
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         try:
-            obj = importlib.import_module(".".join(parts[:cut]))
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
             continue
         for part in parts[cut:]:
@@ -306,7 +310,7 @@ def _resolve(path):
     raise ImportError(path)
 
 
-def _codes(obj):
+def _codes(obj: object) -> list[types.CodeType]:
     """The code objects of a Python function, or of every function a class defines itself."""
     found = []
     for value in (vars(obj).values() if isinstance(obj, type) else [obj]):
@@ -318,7 +322,7 @@ def _codes(obj):
     return [c for c in found if c is not None]
 
 
-def _student_frame(frame):
+def _student_frame(frame: types.FrameType | None) -> types.FrameType | object | None:
     """The nearest frame, from `frame` outwards, that is the student's; None if the grader's code comes first;
     REQUESTED when a grader's request reached the call through the student's names alone (`masked_softmax =
     d2l.masked_softmax`): serving the request stands for the student's code."""
@@ -334,10 +338,12 @@ def _student_frame(frame):
     return None
 
 
-class _Watch(TorchFunctionMode):
-    def __init__(self, functions, keywords):
+class _Watch(TorchFunctionMode):  # type: ignore[misc]  # torch is not read by mypy (pyproject.toml)
+    def __init__(self, functions: dict[str, str], keywords: dict[str, str]) -> None:
         super().__init__()
-        self.codes, self.callables, self.families = {}, {}, {}
+        self.codes: dict[types.CodeType, str] = {}
+        self.callables: dict[int, str] = {}
+        self.families: dict[str, str] = {}
         for label, path in functions.items():
             obj = _resolve(path)
             for code in _codes(obj):
@@ -348,20 +354,22 @@ class _Watch(TorchFunctionMode):
                 if family:
                     self.families[family] = label
         self.keywords = dict(keywords)  # keyword -> label
-        self.used = {}  # label -> [function, line] of the student's call
+        self.used: dict[str, list[Any] | None] = {}  # label -> [function, line] of the student's call
 
-    def _record(self, label, frame):
+    def _record(self, label: str, frame: types.FrameType | None) -> None:
         student = _student_frame(frame)
         if student is not None and label not in self.used:
-            self.used[label] = None if student is REQUESTED else [student.f_code.co_name, student.f_lineno]
+            self.used[label] = (None if not isinstance(student, types.FrameType)
+                                else [student.f_code.co_name, student.f_lineno])
 
-    def _profile(self, frame, event, arg):
+    def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
         if event == "call" and frame.f_code in self.codes:
             self._record(self.codes[frame.f_code], frame.f_back)
         elif event == "c_call" and id(arg) in self.callables:
             self._record(self.callables[id(arg)], frame)
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Any, types: object, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = str(getattr(func, "__name__", "")) or str(func)
         label = self.callables.get(id(func)) or next(
@@ -373,7 +381,7 @@ class _Watch(TorchFunctionMode):
                 self._record(label, sys._getframe(1))
         return func(*args, **kwargs)
 
-    def run(self, call):
+    def run(self, call: Callable[[], Any]) -> Any:
         previous = sys.getprofile()
         sys.setprofile(self._profile)
         threading.setprofile(self._profile)
@@ -385,14 +393,14 @@ class _Watch(TorchFunctionMode):
             threading.setprofile(None)
 
 
-def op_forbid(functions, keywords):
+def op_forbid(functions: dict[str, str], keywords: dict[str, str]) -> None:
     """From now until the cell ends, watch for the student's calls of `functions` ({label: dotted path}) and of
     torch functions with a truthy keyword of `keywords` ({keyword: label})."""
     global _watch
     _watch = _Watch(functions, keywords)
 
 
-def op_forbidden():
+def op_forbidden() -> Any:
     """{label: [function, line]} of the forbidden calls the student's code made since `forbid`."""
     return encode(dict(_watch.used) if _watch is not None else {})
 
@@ -400,7 +408,7 @@ def op_forbidden():
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
-def serve(request):
+def serve(request: str) -> Reply:
     """Run one request (JSON: {"op": ..., "args": {...}}); the reply is {"ok": ...} or {"error": ...}."""
     try:
         message = json.loads(request)
@@ -411,9 +419,9 @@ def serve(request):
         if len(reply.text) > wire.MAX_REPLY:
             raise ValueError(f"返回的结果过大（超过 {wire.MAX_REPLY >> 20} MB）")
         return reply
-    except BaseException as exc:  # the student's code may raise anything, KeyboardInterrupt included
+    except BaseException as exc:  # noqa: BLE001 - the student's code may raise anything, KeyboardInterrupt included
         try:
             evalue = str(exc)[:2000]
-        except Exception:  # an exception whose str() fails
+        except Exception:  # noqa: BLE001 - an exception whose str() fails
             evalue = ""
         return Reply({"error": {"ename": type(exc).__name__, "evalue": evalue, "where": _where(exc)}})

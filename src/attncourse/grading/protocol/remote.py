@@ -11,12 +11,16 @@ import json
 import sys
 import time
 import zlib
+from collections.abc import Callable, Iterable
 from queue import Empty
+from typing import Any
 
 import torch
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.session import Session as MessageSession
 from jupyter_core.utils import run_sync
 
 from .. import syntax
@@ -35,14 +39,14 @@ class BoundedClient(AsyncKernelClient):
     is read into memory, and the connection is dropped: a request that then cannot be sent means the kernel is
     lost."""
 
-    def _context_default(self):
+    def _context_default(self) -> zmq.asyncio.Context:
         self._created_context = True
         context = zmq.asyncio.Context()
         context.setsockopt(zmq.MAXMSGSIZE, wire.MAX_REPLY + (1 << 20))  # the sockets the channels open later
         context.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
         return context
 
-    async def wait_for_ready(self, timeout=None):
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
         """jupyter_client's wait (kernel_info until it is answered and IOPub delivers), without its last step,
         which waits for IOPub to stay quiet for 0.2 s: a fixed 0.2 s per kernel. What IOPub still holds is
         dropped by the probe's `start`, before any cell runs, and nbclient reads only a cell's own output."""
@@ -71,7 +75,7 @@ class BoundedClient(AsyncKernelClient):
 class StudentError(Exception):
     """The student's code raised an exception in the kernel."""
 
-    def __init__(self, ename, evalue, where=None):
+    def __init__(self, ename: str, evalue: str, where: object = None) -> None:
         super().__init__(f"{ename}: {evalue}")
         self.ename, self.evalue, self.where = ename, evalue, where
 
@@ -88,61 +92,68 @@ class Remote:
     """A proxy to an object in the student's kernel."""
 
     __slots__ = ("_session", "_id", "_info")
+    _session: "Session"
+    _id: int
+    _info: dict[str, Any]
 
-    def __init__(self, session, info):
+    def __init__(self, session: "Session", info: dict[str, Any]) -> None:
         object.__setattr__(self, "_session", session)
         object.__setattr__(self, "_id", info["id"])
         object.__setattr__(self, "_info", info)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         return self._session.request("getattr", ref=self._id, name=name)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise TypeError("测试不能直接给学生代码中的对象设置属性：请改用 in_kernel 中的函数")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._session.request("call", ref=self._id, args=self._session.encode(args),
                                      kwargs=self._session.encode(kwargs))
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: object) -> Any:
         return self._session.request("deepcopy", ref=self._id)
 
-    @property
-    def __class__(self):
+    @property  # type: ignore[misc]  # a proxy claims the class of the object it stands for (isinstance)
+    def __class__(self) -> type:
         return self._session.local_class(self._info)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<学生代码中的 {self._info['type']}>"
 
 
 class Session:
     """One notebook's connection to its kernel, used by the test cells while they run."""
 
-    def __init__(self, send, imports=()):
+    def __init__(self, send: Callable[[dict[str, Any]], Any], imports: Iterable[str] = ()) -> None:
         self._send = send  # dict request -> dict reply (see Channel.request)
         self.imports = list(imports)  # sources of the notebook's import cells: the grader's code runs with them
-        self.aliases = syntax.module_aliases([t for t in map(syntax.python_source, imports) if t])
+        self.aliases = syntax.module_aliases([t for t in map(syntax.python_source, self.imports) if t])
         self.cell_source = ""
-        self.cell = None  # grade_id of the running test cell
-        self.forbidden = None  # (answer, names as the test wrote them, reason) while the running cell forbids some
-        self.answer_of = {}  # test grade_id -> the answer (solution grade_id) its forbid() is about
-        self.forbidden_answers = {}  # answer -> message, once a test found a forbidden call for it
-        self.tampered = []  # what the kernel sent that the protocol does not allow (it does not, unless tampered)
-        self._classes = {}
-        self._reads = {}  # (ref, name) -> the kernel's reply to that getattr, until any other request is sent
-        self.returned = []  # the tensors and numbers the student's code gave the running cell, in order
+        self.cell: str | None = None  # grade_id of the running test cell
+        # (answer, names as the test wrote them, reason) while the running cell forbids some
+        self.forbidden: tuple[str, list[str], str] | None = None
+        # test grade_id -> the answer (solution grade_id) its forbid() is about
+        self.answer_of: dict[str | None, str] = {}
+        self.forbidden_answers: dict[str, str] = {}  # answer -> message, once a test found a forbidden call for it
+        # what the kernel sent that the protocol does not allow (it does not, unless tampered)
+        self.tampered: list[str] = []
+        self._classes: dict[tuple[str, tuple[str, ...]], type] = {}
+        # (ref, name) -> the kernel's reply to that getattr, until any other request is sent
+        self._reads: dict[tuple[Any, Any], Any] = {}
+        self.returned: list[Any] = []  # the tensors and numbers the student's code gave the running cell, in order
 
     # --- requests -----------------------------------------------------------------------------------------
-    def request(self, op, **args):
+    def request(self, op: str, **args: Any) -> Any:
         try:
             return self._request(op, args)
         except wire.WireError as exc:
             self.tampered.append(f"{self.cell}：{exc}")
             raise
 
-    def _request(self, op, args):
+    def _request(self, op: str, args: dict[str, Any]) -> Any:
         if op != "getattr":
             self._reads.clear()
             reply = self._send({"op": op, "args": args})
@@ -166,16 +177,16 @@ class Session:
             self.returned += _tensors(value)
         return value
 
-    def encode(self, obj):
+    def encode(self, obj: object) -> object:
         return wire.encode_for_kernel(obj, lambda x: x._id if type(x) is Remote else None)
 
-    def _proxy(self, info):
+    def _proxy(self, info: dict[str, Any]) -> "Remote":
         if type(info.get("id")) is not int or not isinstance(info.get("type"), str) \
                 or not isinstance(info.get("mro"), list):
             raise wire.WireError("内核返回的对象引用无法识别")
         return Remote(self, info)
 
-    def local_class(self, info):
+    def local_class(self, info: dict[str, Any]) -> type:
         """The class a proxy claims: a torch/d2l class by name, else a stand-in subclass of the first one."""
         key = (info["type"], tuple(map(str, info["mro"])))
         if key not in self._classes:
@@ -186,7 +197,7 @@ class Session:
         return self._classes[key]
 
     # --- what test cells use --------------------------------------------------------------------------------
-    def resolve(self, names):
+    def resolve(self, names: Iterable[str]) -> dict[str, object]:
         """{name: value or proxy} for the student's names that exist in the kernel."""
         found = self.request("names", names=sorted(names))
         try:
@@ -198,22 +209,23 @@ class Session:
             self.tampered.append(f"{self.cell}：{exc}")
             raise
 
-    def define(self, definition):
+    def define(self, definition: Callable[..., Any] | type) -> Any:
         return self.request("define", source=self._source_of(definition), name=definition.__name__,
                             imports=self.imports)
 
-    def swap_in(self, references):
+    def swap_in(self, references: dict[str, Callable[..., Any] | type]) -> None:
         self.request("swap_in", references={name: [self._source_of(fn), fn.__name__]
                                             for name, fn in references.items()}, imports=self.imports)
 
-    def swap_out(self, names):
+    def swap_out(self, names: Iterable[str]) -> None:
         self.request("swap_out", names=list(names))
 
-    def forbid(self, answer, names, reason):
+    def forbid(self, answer: str, names: Iterable[str], reason: str) -> None:
         """Watch, for the rest of the test cell, for the student's calls of `names`: dotted names as the test
         writes them with the notebook's imports (`F.scaled_dot_product_attention`), or keywords (`enable_gqa=`).
         A call found by any test about `answer` fails every test about it (`forbidden_answers`)."""
-        functions, keywords = {}, {}
+        functions: dict[str, str] = {}
+        keywords: dict[str, str] = {}
         for name in names:
             if name.endswith("="):
                 keywords[name[:-1]] = name[:-1]
@@ -224,7 +236,7 @@ class Session:
         self.forbidden = (answer, list(names), reason)
         self.answer_of[self.cell] = answer
 
-    def forbidden_message(self):
+    def forbidden_message(self) -> str:
         """The verdict's message when the student's code called a forbidden function in this cell, else ''."""
         if self.forbidden is None:
             return ""
@@ -240,30 +252,30 @@ class Session:
             self.forbidden_answers[answer] = f"本题不允许用 {'、'.join(found)} 作答{place}{('：' + reason) if reason else ''}"
         return self.forbidden_answers.get(answer, "")
 
-    def start_cell(self, grade_id):
+    def start_cell(self, grade_id: str) -> None:
         """Seed the kernel's random generators from the cell's id, so that the student's modules start from the
         same weights in every run."""
         self.cell, self.returned = grade_id, []
         self.request("seed", seed=zlib.crc32(grade_id.encode()))
 
-    def end_cell(self):
+    def end_cell(self) -> None:
         """Forget the proxies and the forbidden names of this cell (the kernel drops its references)."""
         self.forbidden = None
         self.request("release")
 
-    def _source_of(self, definition):
+    def _source_of(self, definition: object) -> str:
         """The source of a function or class defined at the top level of the running test cell."""
         name = getattr(definition, "__name__", None)
-        source = _definitions(self.cell_source).get(name)
+        source = _definitions(self.cell_source).get(name) if isinstance(name, str) else None
         if source is None:
             raise TypeError(f"{name!r} 不是测试单元格顶层定义的函数或类")
         return source
 
 
 @functools.lru_cache(maxsize=256)  # a test cell is the same for every student
-def _definitions(cell_source) -> dict:
+def _definitions(cell_source: str) -> dict[str, str]:
     """{name: source} of the functions and classes defined at the top level of a cell (read-only)."""
-    lines, found = cell_source.splitlines(), {}
+    lines, found = cell_source.splitlines(), dict[str, str]()
     for node in syntax.parse(cell_source).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             start = min([d.lineno for d in node.decorator_list] + [node.lineno])
@@ -271,7 +283,7 @@ def _definitions(cell_source) -> dict:
     return found
 
 
-def _tensors(value) -> list:
+def _tensors(value: object) -> list[Any]:
     """The tensors and numbers (as tensors) in a decoded reply, inside tuples, lists and dicts, in order."""
     if isinstance(value, torch.Tensor):
         return [value.detach()]
@@ -284,28 +296,29 @@ def _tensors(value) -> list:
     return []
 
 
-def _trusted_class(qualified):
+def _trusted_class(qualified: object) -> type | None:
     """A class named `module:qualname` from an already imported trusted module, or None."""
     module_name, _, qualname = str(qualified).partition(":")
     if module_name.split(".")[0] not in TRUSTED_MODULES or module_name not in sys.modules:
         return None
-    obj = sys.modules[module_name]
+    obj: object = sys.modules[module_name]
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     return obj if isinstance(obj, type) else None
 
 
-def probe_expression(request) -> str:
+def probe_expression(request: dict[str, Any]) -> str:
     return f"__import__('{probe.__name__}', fromlist=['serve']).serve({wire.dumps(request)!r})"
 
 
-def serve_here(request) -> dict:
+def serve_here(request: dict[str, Any]) -> Any:
     """What `Channel.request` does, served by the probe in this process (see `probe.serving`): the request and
     the reply travel as the same JSON text, without Jupyter's messages."""
     return json.loads(probe.serve(wire.dumps(request))._repr_mimebundle_()[probe.MIME])
 
 
-async def start(kc, km, request, timeout, grace) -> dict:
+async def start(kc: AsyncKernelClient, km: AsyncKernelManager, request: dict[str, Any], timeout: float,
+                grace: float) -> dict[str, Any]:
     """Send a kernel's first request (`start`), a user expression of an execute_request; it binds the probe's
     own socket, through which a `Channel` sends every later request. Returns the decoded reply dict.
 
@@ -334,20 +347,20 @@ class Channel:
     probe was changed) is refused by zmq as it arrives, and the connection dropped: the kernel is lost. Used by
     one thread."""
 
-    def __init__(self, address, session, km, grace):
+    def __init__(self, address: str, session: MessageSession, km: AsyncKernelManager, grace: float) -> None:
         self.session, self.km, self.grace = session, km, grace
         self.sent = 0
-        self.socket = zmq.Context.instance().socket(zmq.DEALER)
+        self.socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         for option, value in ((zmq.LINGER, 0), (zmq.MAXMSGSIZE, wire.MAX_REPLY + (1 << 20)),
                               (zmq.SNDTIMEO, SEND_SECONDS * 1000), (zmq.RECONNECT_IVL, -1)):
             self.socket.setsockopt(option, value)
-        self.dropped = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.dropped: zmq.Socket[bytes] = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.socket.connect(address)
         self.poller = zmq.Poller()
         self.poller.register(self.socket, zmq.POLLIN)
         self.poller.register(self.dropped, zmq.POLLIN)
 
-    def request(self, request, timeout) -> dict:
+    def request(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request; return the decoded reply dict. Raises as `start` does."""
         self.sent += 1
         number, body = str(self.sent).encode(), wire.dumps(request).encode(errors="replace")
@@ -366,7 +379,7 @@ class Channel:
         except UnicodeDecodeError as exc:
             raise wire.WireError("内核的回复不是合法的 JSON") from exc
 
-    def _reply(self, number, timeout):
+    def _reply(self, number: bytes, timeout: float) -> bytes | None:
         """The reply to request `number` (a late reply to an earlier one is dropped), or None after `timeout`."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -381,16 +394,17 @@ class Channel:
             if len(frames) != 2:
                 raise wire.WireError("内核的回复格式无法识别")
             if frames[0] == number:
-                return frames[1]
+                reply: bytes = frames[1]
+                return reply
         return None
 
-    def close(self):
+    def close(self) -> None:
         self.socket.disable_monitor()
         self.dropped.close()
         self.socket.close()
 
 
-def _result(result) -> dict:
+def _result(result: object) -> dict[str, Any]:
     """The reply dict in the answer to `start`, IPython's reply to a user expression."""
     if not isinstance(result, dict):
         raise wire.WireError("内核的回复缺失或过大")
@@ -403,16 +417,18 @@ def _result(result) -> dict:
     return _loads(text)
 
 
-def _loads(text) -> dict:
+def _loads(text: str) -> dict[str, Any]:
     if len(text) > wire.MAX_REPLY:
         raise wire.WireError("内核的回复缺失或过大")
     try:
-        return json.loads(text)
+        loaded: dict[str, Any] = json.loads(text)
+        return loaded
     except (ValueError, RecursionError) as exc:
         raise wire.WireError("内核的回复不是合法的 JSON") from exc
 
 
-async def _shell_reply(kc, km, msg_id, timeout):
+async def _shell_reply(kc: AsyncKernelClient, km: AsyncKernelManager, msg_id: str,
+                       timeout: float) -> dict[str, Any] | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
@@ -427,7 +443,7 @@ async def _shell_reply(kc, km, msg_id, timeout):
     return None
 
 
-async def _drain(kc):
+async def _drain(kc: AsyncKernelClient) -> None:
     """Drop what the kernel published while serving `start` (it is not part of any cell's output), within a
     deadline and a count: a kernel that never stops printing cannot hold the grader here; what is left is read
     with the next cell's output, whose size is capped."""

@@ -8,26 +8,30 @@ cell ran to the end, or it raised. Nothing the kernel sends is executed, and the
 import ast
 import builtins
 import functools
+from collections.abc import Iterable
+from types import CodeType
+from typing import Any
 
 from ... import checks
 from .. import syntax, text
 from . import wire
 from .probe import GRADER_FILE
-from .remote import KernelLost, KernelTimeout, StudentError
+from .remote import KernelLost, KernelTimeout, Session, StudentError
 
 BUILTINS = set(dir(builtins))
 
 
 class Verdict:
-    def __init__(self, passed, message=""):
+    def __init__(self, passed: bool, message: str = "") -> None:
         self.passed, self.message = passed, text.cap(message, 2000)  # it may quote what the student's code sent
 
 
 @functools.lru_cache(maxsize=256)  # a test cell is the same for every student
-def free_names(source) -> frozenset:
+def free_names(source: str) -> frozenset[str]:
     """Names a cell reads but never binds, minus builtins: what must come from the student's kernel."""
     tree = syntax.parse(source)
-    loaded, bound = set(), set()
+    loaded: set[str] = set()
+    bound: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
@@ -45,19 +49,19 @@ def free_names(source) -> frozenset:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(source, grade_id):
+def _compiled(source: str, grade_id: str) -> CodeType:
     return compile(source, f"{GRADER_FILE}{grade_id}>", "exec")
 
 
-def base_namespace(import_sources) -> dict:
+def base_namespace(import_sources: Iterable[str]) -> dict[str, Any]:
     """The grader's own modules under the names the notebook's import cells give them."""
-    namespace = {"__builtins__": builtins, "__name__": "attncourse_test_cell"}
+    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "attncourse_test_cell"}
     for source in import_sources:
         exec(compile(source, "<imports>", "exec"), namespace)  # noqa: S102 - the instructor's import cell
     return namespace
 
 
-def describe_student_error(exc) -> str:
+def describe_student_error(exc: StudentError) -> str:
     where = exc.where if isinstance(exc.where, list) and len(exc.where) == 3 else None
     place = f"（在 {where[0]} 中，第 {where[1]} 行：{where[2]}）" if where else ""
     if exc.ename == "NotImplementedError":
@@ -65,7 +69,7 @@ def describe_student_error(exc) -> str:
     return f"你的代码抛出了 {exc.ename}: {exc.evalue}{place}"
 
 
-def run_test_cell(source, grade_id, namespace, session) -> Verdict:
+def run_test_cell(source: str, grade_id: str, namespace: dict[str, Any], session: Session) -> Verdict:
     """Run one test cell; returns a Verdict. KernelLost propagates: the submission cannot be graded."""
     session.cell_source = source
     token = checks.SESSION.set(session)
@@ -89,7 +93,7 @@ def run_test_cell(source, grade_id, namespace, session) -> Verdict:
         return Verdict(False, f"无法读取你的代码返回的结果：{text.cap(exc, 200)}")
     except KernelLost:
         raise
-    except Exception as exc:  # e.g. the student's function returned a list where a tensor was expected
+    except Exception as exc:  # noqa: BLE001 - e.g. the student's function returned a list where a tensor was expected
         return Verdict(False, f"{type(exc).__name__}: {str(exc)[:500]}")
     finally:
         checks.SESSION.reset(token)

@@ -9,6 +9,8 @@ import base64
 import json
 import pickle
 import re
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -27,16 +29,17 @@ class WireError(ValueError):
     """Data from the kernel that is not what this format allows."""
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
 # --- tensors ------------------------------------------------------------------------------------------------
 
-def tensor_payload(t, param=False, grad=None) -> dict:
+def tensor_payload(t: torch.Tensor, param: bool = False, grad: dict[str, Any] | None = None) -> dict[str, Any]:
     t = t.detach().to("cpu").contiguous()
     data = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-    payload = {"dtype": dtype_name(t.dtype), "shape": list(t.shape), "data": base64.b64encode(data).decode()}
+    payload: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                               "data": base64.b64encode(data).decode()}
     if param:
         payload["param"] = True
     if grad is not None:
@@ -44,7 +47,7 @@ def tensor_payload(t, param=False, grad=None) -> dict:
     return payload
 
 
-def encode_tensor(t) -> dict:
+def encode_tensor(t: torch.Tensor) -> dict[str, Any]:
     """`{"$tensor": ...}` for a tensor or parameter (with its gradient), on either side of the wire."""
     param = isinstance(t, torch.nn.Parameter)
     grad = tensor_payload(t.grad) if param and t.grad is not None else None
@@ -53,7 +56,7 @@ def encode_tensor(t) -> dict:
     return {"$tensor": payload}
 
 
-def tensor_from_payload(p, device="cpu") -> torch.Tensor:
+def tensor_from_payload(p: Any, device: str = "cpu") -> torch.Tensor:
     """A plain tensor (or nn.Parameter) built here from checked fields; `device` where it should live."""
     if not isinstance(p, dict) or p.get("dtype") not in DTYPES:
         raise WireError("张量的数据类型无法识别")
@@ -86,7 +89,7 @@ def tensor_from_payload(p, device="cpu") -> torch.Tensor:
 
 # --- grader -> kernel ---------------------------------------------------------------------------------------
 
-def encode_for_kernel(obj, ref_of) -> object:
+def encode_for_kernel(obj: Any, ref_of: Callable[[Any], int | None]) -> object:
     """JSON for what the grader sends. `ref_of(obj)` gives the id of a proxy to a kernel object, or None."""
     ref = ref_of(obj)
     if ref is not None:
@@ -107,7 +110,7 @@ def encode_for_kernel(obj, ref_of) -> object:
     return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
 
 
-def decode_in_kernel(data, objects) -> object:
+def decode_in_kernel(data: Any, objects: dict[int, Any]) -> object:
     """In the kernel: the grader's JSON back to objects; `objects` maps reference ids to kernel objects."""
     if isinstance(data, list):
         return [decode_in_kernel(x, objects) for x in data]
@@ -131,13 +134,13 @@ def decode_in_kernel(data, objects) -> object:
     raise WireError(f"unknown tag {tag}")
 
 
-def dumps(obj) -> str:
+def dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=True)
 
 
 # --- kernel -> grader ---------------------------------------------------------------------------------------
 
-def decode_from_kernel(data, make_ref, depth=0) -> object:
+def decode_from_kernel(data: Any, make_ref: Callable[[dict[str, Any]], object], depth: int = 0) -> object:
     """Untrusted JSON from the kernel to plain objects built here. `make_ref(fields)` builds a proxy."""
     if depth > MAX_DEPTH:
         raise WireError("返回值嵌套过深")
@@ -166,7 +169,7 @@ def decode_from_kernel(data, make_ref, depth=0) -> object:
     raise WireError("返回值的格式无法识别")
 
 
-def _local_device(name):
+def _local_device(name: object) -> str:
     """The device a tensor from the kernel is rebuilt on: the same one when this process has it, else the CPU."""
     if not isinstance(name, str) or not DEVICE.match(name):
         return "cpu"

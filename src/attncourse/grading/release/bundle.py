@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
@@ -24,21 +25,21 @@ IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
 README = Path(__file__).resolve().parents[2] / "templates" / "student" / "README.md"
 
 
-def figures(notebook_path) -> list:
+def figures(notebook_path: str | os.PathLike[str]) -> list[str]:
     """Local images a notebook's markdown shows, as paths relative to the notebook's folder."""
     nb = nbformat.read(notebook_path, as_version=4)
     links = (a or b for cell in nb.cells if cell.cell_type == "markdown" for a, b in IMAGE.findall(cell.source))
     return sorted({link for link in links if not link.startswith(("http:", "https:", "data:", "attachment:"))})
 
 
-def wheel(root, out_dir) -> Path:
+def wheel(root: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
     """A wheel of the attncourse package (no dependencies bundled: pip installs them from PyPI)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(out_dir), str(root)], check=True)
     return next(Path(out_dir).glob("attncourse-*.whl"))
 
 
-def contents(root, assignment, scratch) -> dict:
+def contents(root: Path, assignment: str, scratch: str | os.PathLike[str]) -> dict[str, bytes]:
     """{name in the zip: bytes} of the hand-out."""
     root = Path(root)
     where = folders(root)
@@ -60,7 +61,7 @@ def contents(root, assignment, scratch) -> dict:
     return files
 
 
-def leaks(root, assignment, files) -> list:
+def leaks(root: str | os.PathLike[str], assignment: str, files: Mapping[str, bytes]) -> list[str]:
     """What should not be in the hand-out: notebooks that fail the release leak check, files of source/ or
     catalog/, and anything in the wheel that is not this repository's public package src/attncourse."""
     root, found, where = Path(root), [], folders(root)
@@ -88,7 +89,7 @@ def leaks(root, assignment, files) -> list:
     return found
 
 
-def build(root, assignment) -> Path:
+def build(root: Path, assignment: str) -> Path:
     """Write build/student/<assignment>.zip; returns its path. Raises LeakError if anything secret is in it."""
     root = Path(root)
     with tempfile.TemporaryDirectory() as scratch:

@@ -7,11 +7,16 @@ Once students have submitted, releasing again would change the tests applied to 
 import datetime
 import hashlib
 import json
+import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import nbformat
+from nbformat import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateAssignment
+from traitlets.config import Config
 
 from ..cells import MARKERS, REGION, is_answer_cell
 from ..course import Folders, coursedir, folders
@@ -28,20 +33,21 @@ class ReleaseRefused(Exception):
     """Releasing again would change what is graded for students who have already submitted."""
 
 
-def checksums(folder) -> dict:
+def checksums(folder: str | os.PathLike[str]) -> dict[str, str]:
     """{notebook name: sha256} of the notebooks in `folder`."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).glob("*.ipynb"))}
 
 
-def record(root) -> dict:
+def record(root: str | os.PathLike[str]) -> dict[str, Any]:
     """{assignment: {"released": time, "release": {notebook: sha256}, "source": {notebook: sha256}}}."""
     try:
-        return json.loads((Path(root) / RECORD).read_text(encoding="utf-8"))
+        found: dict[str, Any] = json.loads((Path(root) / RECORD).read_text(encoding="utf-8"))
+        return found
     except FileNotFoundError:
         return {}
 
 
-def submission_count(db_url, assignment) -> int:
+def submission_count(db_url: str, assignment: str) -> int:
     with Gradebook(db_url) as gb:
         try:
             return len(gb.find_assignment(assignment).submissions)
@@ -54,7 +60,8 @@ FORCE_EXPLAINED = ("重新发布后：已评分的提交保留现有成绩和人
                    "若新旧版本的评分单元格不同（增删或改名），nbgrader 会拒绝，需要先删除该作业的提交。")
 
 
-def release(cfg, root, assignment, force=False, say=print) -> list:
+def release(cfg: Config, root: str | os.PathLike[str], assignment: str, force: bool = False,
+            say: Callable[[str], object] = print) -> list[Path]:
     """Generate, check and record one assignment's student version; returns the checked notebook paths."""
     root = Path(root)
     if not force and changes_since_release(root, assignment) == []:
@@ -69,26 +76,26 @@ def release(cfg, root, assignment, force=False, say=print) -> list:
     checked = release_all(cfg, root, [assignment])
     done = record(root)
     done[assignment] = {
-        "released": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "released": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "release": checksums(Folders(cfg).release(assignment)),
         "source": checksums(Folders(cfg).source(assignment))}
     write_atomic(root / RECORD, json.dumps(done, ensure_ascii=False, indent=1, sort_keys=True))
     return checked
 
 
-def changes_since_release(root, assignment) -> list | None:
+def changes_since_release(root: str | Path, assignment: str) -> list[str] | None:
     """What differs from the record of `assignment` (empty when nothing); None if it was never released."""
     entry = record(root).get(assignment)
     if entry is None:
         return None
-    where, notes = folders(root), []
+    where, notes = folders(root), list[str]()
     for name, folder in (("release", where.release(assignment)), ("source", where.source(assignment))):
         if checksums(folder) != entry[name]:
             notes.append(f"{folder.relative_to(where.root)} 在发布后改动过")
     return notes
 
 
-def generate(cfg, assignment) -> None:
+def generate(cfg: Config, assignment: str) -> None:
     """Write `release/<assignment>/` and record the assignment in the gradebook."""
     converter = GenerateAssignment(coursedir=coursedir(cfg, assignment), config=cfg)
     converter.force = True
@@ -96,12 +103,13 @@ def generate(cfg, assignment) -> None:
     converter.start()
 
 
-def secret_lines(nb, hidden_only=False) -> set:
+def secret_lines(nb: NotebookNode, hidden_only: bool = False) -> set[str]:
     """Distinctive lines that only occur inside solution or hidden-test regions (and sample answers).
 
     `hidden_only`: just the hidden tests' lines (a student's feedback may show the student's own code).
     """
-    secret, public = set(), set()
+    secret: set[str] = set()
+    public: set[str] = set()
     for cell in nb.cells:
         text = cell.source
         if hidden_only:
@@ -114,7 +122,7 @@ def secret_lines(nb, hidden_only=False) -> set:
     return {line for line in secret - public if len(line) >= 12 and line.strip("#").strip()}
 
 
-def check_release(source_nb_path, release_nb_path) -> None:
+def check_release(source_nb_path: str | os.PathLike[str], release_nb_path: str | os.PathLike[str]) -> None:
     """Raise LeakError naming what a student version gives away."""
     source = nbformat.read(source_nb_path, as_version=4)
     released = nbformat.read(release_nb_path, as_version=4)
@@ -126,9 +134,9 @@ def check_release(source_nb_path, release_nb_path) -> None:
         raise LeakError(f"{release_nb_path}: " + "; ".join(problems[:10]))
 
 
-def release_all(cfg, root, assignment_ids) -> list:
+def release_all(cfg: Config, root: str | os.PathLike[str], assignment_ids: Iterable[str]) -> list[Path]:
     """Regenerate every student version and check it; returns the checked notebook paths."""
-    checked = []
+    checked: list[Path] = []
     for aid in assignment_ids:
         generate(cfg, aid)
         for src in sorted(Folders(cfg).source(aid).glob("*.ipynb")):

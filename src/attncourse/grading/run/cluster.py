@@ -18,11 +18,14 @@ import os
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import nbformat
 from distributed import Client, KilledWorker, WorkerPlugin, get_worker
 from distributed.client import FutureCancelledError
+from nbformat import NotebookNode
 from traitlets import Integer, Unicode
 from traitlets.config import Config, Configurable
 
@@ -58,11 +61,13 @@ class GradingWorker(WorkerPlugin):
 
     name = PLUGIN
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
-        self.warnings, self.error, self.sandboxed = [], None, False
+        self.warnings: list[str] = []
+        self.error: Exception | None = None
+        self.sandboxed = False
 
-    async def setup(self, worker):
+    async def setup(self, worker: Any) -> None:
         # what the worker was started with wins: several workers may share one machine's cores
         os.environ.update({k: v for k, v in kernel_env(worker.state.nthreads).items() if k not in os.environ})
         ready, self._stop = threading.Event(), threading.Event()
@@ -72,7 +77,7 @@ class GradingWorker(WorkerPlugin):
         if self.error is not None:
             raise self.error
 
-    def _hold(self, ready):
+    def _hold(self, ready: threading.Event) -> None:
         try:
             sandbox = sandboxes.for_grading(Config(self.config), self.warnings.append)
             self.sandboxed = sandbox is not None
@@ -84,14 +89,14 @@ class GradingWorker(WorkerPlugin):
         finally:
             ready.set()
 
-    def teardown(self, worker):
+    def teardown(self, worker: Any) -> None:
         self._stop.set()
         self._thread.join(60)
 
 
-def execute(task: dict) -> dict:
+def execute(task: dict[str, Any]) -> dict[str, Any]:
     """On a worker: run one notebook as local grading runs it; returns what the coordinator needs."""
-    plugin = get_worker().plugins[PLUGIN]
+    plugin = cast(GradingWorker, get_worker().plugins[PLUGIN])
     result = SubmissionResult(sandboxed=plugin.sandboxed)
     nb = nbformat.reads(task["notebook"], as_version=4)
     executor = CourseExecute(config=Config(task["config"]))
@@ -108,7 +113,7 @@ def execute(task: dict) -> dict:
 class Workers:
     """The coordinator's handle on the cluster for one grading run."""
 
-    def __init__(self, address, cfg, warn=print, timeout=30):
+    def __init__(self, address: str, cfg: Config, warn: Callable[[str], object] = print, timeout: float = 30) -> None:
         self.address, self.lost = address, ""
         self.config = {name: dict(cfg[name]) for name in SECTIONS if name in cfg}
         self.config.get("CourseExecute", {}).pop("course_root", None)  # diagnosis stays on the coordinator
@@ -127,7 +132,7 @@ class Workers:
             self.close()
             raise
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: object) -> "Workers":
         return self  # a handle: nbconvert deep-copies the resources it carries
 
     def lost_error(self) -> ClusterLost:
@@ -137,7 +142,8 @@ class Workers:
     def threads(self) -> int:
         return sum(self.client.nthreads().values())
 
-    def run(self, nb, resources, instructor, result):
+    def run(self, nb: NotebookNode, resources: dict[str, Any], instructor: Instructor,
+            result: SubmissionResult) -> tuple[NotebookNode, dict[str, Any]]:
         """CourseExecute.run's contract, on a worker."""
         if self.lost:
             raise self.lost_error()
@@ -158,12 +164,12 @@ class Workers:
             raise SubmissionFailed(result.failure)
         return nbformat.reads(reply["notebook"], as_version=4), reply["failed"]
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.client.close(timeout=10)
         except Exception:  # noqa: BLE001 - a scheduler that is gone cannot be said goodbye to
             pass
 
 
-def _warnings(dask_worker) -> list:
-    return dask_worker.plugins[PLUGIN].warnings
+def _warnings(dask_worker: Any) -> list[str]:
+    return cast(GradingWorker, dask_worker.plugins[PLUGIN]).warnings

@@ -13,9 +13,13 @@ nothing is shown. A passed test is never diagnosed.
 """
 import builtins
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from nbformat import NotebookNode
 
 from ..catalogs import load_catalog, source_notebook, with_code
 from ..cells import grade_id, is_test_cell
@@ -44,13 +48,13 @@ class _SharedRandom:
     it runs, so it has the generator alone: test cells share it (`drawing`), one run at a time takes it `alone`
     once the test cells under way have finished (new ones wait)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._changed = threading.Condition()
         self._drawing = self._waiting = 0
         self._alone = False
 
     @contextmanager
-    def drawing(self):
+    def drawing(self) -> Iterator[None]:
         with self._changed:
             self._changed.wait_for(lambda: not self._alone and not self._waiting)
             self._drawing += 1
@@ -62,7 +66,7 @@ class _SharedRandom:
                 self._changed.notify_all()
 
     @contextmanager
-    def alone(self):
+    def alone(self) -> Iterator[None]:
         with self._changed:
             self._waiting += 1
             self._changed.wait_for(lambda: not self._alone and not self._drawing)
@@ -77,21 +81,21 @@ class _SharedRandom:
 
 
 RANDOM = _SharedRandom()
-_UNITS = {}  # (catalog path, its mtime) -> Unit
+_UNITS: dict[tuple[str, int], "Unit | None"] = {}  # (catalog path, its mtime) -> Unit
 
 
 class Unit:
     """One assignment's misconceptions and what their code returns to each test, computed once per process."""
 
-    def __init__(self, root, assignment):
+    def __init__(self, root: str | Path, assignment: str) -> None:
         catalog = load_catalog(root, assignment)
         self.source = source_notebook(root, assignment, catalog)
         self.deck = Path(getattr(catalog, "DECK", "")).stem
         self.misconceptions = getattr(catalog, "MISCONCEPTIONS", {})
         self.variants = [v for v in catalog.VARIANTS if not v.get("needs_cuda")] if self.misconceptions else []
-        self._runs = {}
+        self._runs: dict[tuple[str, str], tuple[bool, list[Any]]] = {}
 
-    def diagnose(self, test: str, returned: list) -> Diagnosis | None:
+    def diagnose(self, test: str, returned: list[Any]) -> Diagnosis | None:
         """The misconception behind failed test `test` whose code returns `returned` (the student's), or None."""
         if not returned or len(returned) >= remote.MAX_RETURNED:
             return None  # nothing came back before the failure (or too much to compare): nothing to match
@@ -106,11 +110,11 @@ class Unit:
         label, hint, slide, *deck = self.misconceptions[variant]
         return Diagnosis(variant, label, hint, slide, Path(deck[0]).stem if deck else self.deck)
 
-    def _matches(self, variant, test, returned) -> bool:
+    def _matches(self, variant: dict[str, Any], test: str, returned: list[Any]) -> bool:
         passed, theirs = self._run(variant, test)
         return not passed and _same(returned, theirs)
 
-    def _run(self, variant, test):
+    def _run(self, variant: dict[str, Any], test: str) -> tuple[bool, list[Any]]:
         key = (variant["id"], test)
         if key not in self._runs:
             with RANDOM.alone():
@@ -119,14 +123,14 @@ class Unit:
         return self._runs[key]
 
 
-def catalog_path(root, assignment) -> Path:
+def catalog_path(root: str | Path, assignment: str) -> Path:
     return Path(root) / "catalog" / f"{assignment}.py"
 
 
 UNAVAILABLE = "提示：本作业的错误目录（catalog/）无法读取，反馈中不会给出“可能的原因”"
 
 
-def unit(root, assignment) -> Unit | None:
+def unit(root: str | Path, assignment: str) -> Unit | None:
     """The assignment's Unit; None when the course has no catalog for it or the catalog cannot be read (a
     diagnosis is a hint: it never stops grading)."""
     path = catalog_path(root, assignment)
@@ -142,12 +146,13 @@ def unit(root, assignment) -> Unit | None:
         return _UNITS[key]
 
 
-def run_test(nb, test) -> tuple:
+def run_test(nb: NotebookNode, test: str) -> tuple[bool, list[Any]]:
     """(passed, returned) of test cell `test` of the instructor's notebook `nb`, run here as the grader runs it:
     the code cells before it run top to bottom in a namespace of their own (the "kernel"), then the test cell
     through the protocol against that namespace."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins, "print": lambda *a, **k: None}
-    imports, source = [], None
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "print": lambda *a, **k: None}
+    imports: list[str] = []
+    source = None
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -159,6 +164,8 @@ def run_test(nb, test) -> tuple:
         if only_imports(cell.source):
             imports.append(cell.source)
         tree = python_source(cell.source)
+        if tree is None:  # a cell that does not parse cannot run
+            continue
         try:
             exec(compile(tree, grade_id(cell) or "cell", "exec"), namespace)  # noqa: S102 - the instructor's code
         except Exception:  # noqa: BLE001 - e.g. an experiment that needs a GPU: the test says what it lacks
@@ -166,7 +173,7 @@ def run_test(nb, test) -> tuple:
     if source is None:
         return True, []
 
-    def send(request):
+    def send(request: dict[str, Any]) -> Any:
         if request["op"] in ("forbid", "forbidden"):  # shortcuts are not misconceptions: no watch in this process
             return {"ok": {"$dict": {}} if request["op"] == "forbidden" else None}
         return remote.serve_here(request)
@@ -182,11 +189,11 @@ TOLERANCE = {"float16": (1e-2, 1e-3), "bfloat16": (5e-2, 1e-2)}
 DEFAULT_TOLERANCE = (1e-3, 1e-5)
 
 
-def _same(mine, theirs) -> bool:
+def _same(mine: list[Any], theirs: list[Any]) -> bool:
     if len(mine) != len(theirs):
         return False
     import torch
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
         if not a.is_floating_point():

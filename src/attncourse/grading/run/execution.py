@@ -11,11 +11,15 @@ submission with a reason (in the submission's `SubmissionResult`) the report can
 """
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from queue import Empty
+from typing import Any, NoReturn
 
+from jupyter_client.manager import KernelManager
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
+from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
@@ -29,6 +33,8 @@ from ..protocol import remote, trusted
 from ..syntax import only_imports
 from . import diagnosis, flags
 
+# {grade_id: (message, tensors returned)} of each failed test cell
+Failed = dict[str, tuple[str, list[Any]]]
 RESULT = "course_result"  # the key of the SubmissionResult in nbconvert's resources (see autograde.py)
 WORKERS = "course_workers"  # the key of the cluster that executes instead of this process (run/cluster.py)
 
@@ -36,12 +42,12 @@ WORKERS = "course_workers"  # the key of the cluster that executes instead of th
 class _Turn:
     """A lock that the holder can lend out while it waits on a kernel."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._local = threading.local()
 
     @contextmanager
-    def held(self):
+    def held(self) -> Iterator[None]:
         with self._lock:
             self._local.held = True
             try:
@@ -50,7 +56,7 @@ class _Turn:
                 self._local.held = False
 
     @contextmanager
-    def lent(self):
+    def lent(self) -> Iterator[None]:
         if not getattr(self._local, "held", False):
             yield
             return
@@ -72,8 +78,9 @@ class SubmissionFailed(Exception):
     """The submission could not be graded (its kernel died or hung)."""
 
 
-def _error(message):
-    return new_output("error", ename="AssertionError", evalue=message, traceback=[message])
+def _error(message: str) -> NotebookNode:
+    output: NotebookNode = new_output("error", ename="AssertionError", evalue=message, traceback=[message])
+    return output
 
 
 def hung(timeout: int) -> str:
@@ -84,14 +91,14 @@ class Instructor:
     """What the gradebook says about one notebook: which cells are the instructor's, and their sources. Plain
     data (`as_task`), so that it can travel with a submission to a grading worker (run/cluster.py)."""
 
-    def __init__(self, sources: dict, tests, locked):
+    def __init__(self, sources: dict[str, str], tests: Iterable[str], locked: Iterable[str]) -> None:
         self.sources, self.tests, self.locked = dict(sources), set(tests), set(locked)
         self.imports = [self.sources[name] for name in sorted(self.locked - self.tests)
                         if only_imports(self.sources[name])]
         self.visible_tests = {HIDDEN_PART.sub("", self.sources[name]).strip() for name in self.tests}
 
     @classmethod
-    def from_gradebook(cls, db_url, notebook, assignment) -> "Instructor":
+    def from_gradebook(cls, db_url: str, notebook: str, assignment: str) -> "Instructor":
         with Gradebook(db_url) as gb:
             nb = gb.find_notebook(notebook, assignment)
             sources = {c.name: c.source for c in nb.source_cells}
@@ -100,24 +107,24 @@ class Instructor:
             locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
         return cls(sources, tests, locked)
 
-    def as_task(self) -> dict:
+    def as_task(self) -> dict[str, Any]:
         return {"sources": self.sources, "tests": sorted(self.tests), "locked": sorted(self.locked)}
 
-    def is_instructors(self, cell) -> bool:
+    def is_instructors(self, cell: NotebookNode) -> bool:
         """Test cells (run here, from the gradebook), unchanged locked cells, and pasted copies of what the
         student version shows of a test cell."""
         gid = grade_id(cell)
         return (gid in self.tests or (gid in self.locked and cell.source == self.sources[gid])
                 or cell.source.strip() in self.visible_tests)
 
-    def student_cells(self, nb) -> list:
+    def student_cells(self, nb: NotebookNode) -> list[tuple[int, str, str]]:
         """[(index, label, source)] of the code cells whose content is the student's."""
         return [(index, f"单元格 {grade_id(cell) or f'#{index + 1}'}", cell.source)
                 for index, cell in enumerate(nb.cells)
                 if cell.cell_type == "code" and not self.is_instructors(cell)]
 
 
-def review(result, nb, instructor) -> None:
+def review(result: SubmissionResult, nb: NotebookNode, instructor: Instructor) -> None:
     """Fill `result` with the review holds of the student's code, the test cells each could affect (those that
     run after it), and the notes."""
     tests = [(index, grade_id(cell)) for index, cell in enumerate(nb.cells)
@@ -131,7 +138,7 @@ def review(result, nb, instructor) -> None:
             result.notes.append(f"提示：{finding}")
 
 
-class CourseExecute(QuietKernel, Execute):
+class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has no type information
     """Execute a submission while other threads grade other students; test cells are judged here."""
 
     interrupt_grace = Integer(10, help="Seconds a kernel has to answer the interrupt after a timeout "
@@ -145,10 +152,11 @@ class CourseExecute(QuietKernel, Execute):
                                    "('' for none).").tag(config=True)
 
     @default("shutdown_kernel")
-    def _kill_graded_kernels(self):
+    def _kill_graded_kernels(self) -> str:
         return "immediate"  # nothing of a graded kernel is kept: killed, not asked to shut down and waited for
 
-    def preprocess(self, nb, resources, km=None):
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any],
+                   km: KernelManager | None = None) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
         self.result = resources.get(RESULT) or SubmissionResult()
         instructor = Instructor.from_gradebook(info["db_url"], info["notebook"], info["assignment"])
@@ -167,14 +175,17 @@ class CourseExecute(QuietKernel, Execute):
         self.result.timed("diagnosis", time.perf_counter() - start)
         return nb, resources
 
-    def run(self, nb, resources, instructor, result, km=None):
+    def run(self, nb: NotebookNode, resources: dict[str, Any], instructor: Instructor, result: SubmissionResult,
+            km: KernelManager | None = None) -> tuple[NotebookNode, Failed]:
         """Execute `nb` here, filling `result`; returns the notebook and {grade_id: (message, returned)} of each
         failed test cell."""
-        self.result, self.instructor, self.failed = result, instructor, {}
+        self.result, self.instructor = result, instructor
+        self.failed: Failed = {}
         review(result, nb, instructor)
         self.session = remote.Session(self._send, instructor.imports)
         self.namespace = trusted.base_namespace(instructor.imports)
-        self._kept_bytes, self.channel = {}, None
+        self._kept_bytes: dict[int, int] = {}
+        self.channel: remote.Channel | None = None
         try:
             nb, resources = super().preprocess(nb, resources, km=km)
         except DeadKernelError:
@@ -183,7 +194,7 @@ class CourseExecute(QuietKernel, Execute):
             if self.channel is not None:
                 self.channel.close()
         for cell in nb.cells:  # a forbidden call found by a later test fails the earlier tests of its question
-            message = self.session.forbidden_answers.get(self.session.answer_of.get(grade_id(cell)))
+            message = self.session.forbidden_answers.get(self.session.answer_of.get(grade_id(cell), ""))
             if message and is_test_cell(cell):
                 cell.outputs = [_error(message)]
         if self.session.tampered:  # only a kernel whose grading machinery was changed sends what is not allowed
@@ -193,7 +204,7 @@ class CourseExecute(QuietKernel, Execute):
             result.review_lines.append((-1, 0, result.flags[-1]))
         return nb, self.failed
 
-    def diagnose(self, nb, failed, diagnoser) -> None:
+    def diagnose(self, nb: NotebookNode, failed: Failed, diagnoser: diagnosis.Unit | None) -> None:
         """Name the likely mistake behind each failed test cell, in its output and in the result."""
         if diagnoser is None:
             return
@@ -211,22 +222,25 @@ class CourseExecute(QuietKernel, Execute):
                 if cell.outputs == [_error(message)]:  # not replaced by a forbidden call's message
                     cell.outputs = [_error(f"{message}\n{found.text()}")]
 
-    def _fail(self, reason):
+    def _fail(self, reason: str) -> NoReturn:
         self.result.failure = reason
         raise SubmissionFailed(reason)
 
-    def preprocess_cell(self, cell, resources, index):
+    def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
+                        index: int) -> tuple[NotebookNode, dict[str, Any]]:
         gid = grade_id(cell)
         start = time.perf_counter()
         try:
             if cell.cell_type != "code" or gid not in self.instructor.tests:
-                return super().preprocess_cell(cell, resources, index)
+                ran: tuple[NotebookNode, dict[str, Any]] = super().preprocess_cell(cell, resources, index)
+                return ran
             return self._run_test_cell(cell, resources, gid)
         finally:
             step = "test cells" if gid in self.instructor.tests else "student cells"
             self.result.timed(step, time.perf_counter() - start)
 
-    def _run_test_cell(self, cell, resources, gid):
+    def _run_test_cell(self, cell: NotebookNode, resources: dict[str, Any],
+                       gid: str) -> tuple[NotebookNode, dict[str, Any]]:
         self._deadline = time.monotonic() + self.timeout
         try:
             with diagnosis.RANDOM.drawing():  # a diagnosis run, which seeds torch in this process, waits
@@ -238,14 +252,14 @@ class CourseExecute(QuietKernel, Execute):
         cell.outputs = [] if verdict.passed else [_error(verdict.message)]
         return cell, resources
 
-    def create_kernel_manager(self):
-        km = super().create_kernel_manager()
+    def create_kernel_manager(self) -> KernelManager:
+        km: KernelManager = super().create_kernel_manager()
         km.client_class = f"{remote.BoundedClient.__module__}.{remote.BoundedClient.__name__}"
         return km
 
-    async def async_start_new_kernel_client(self):
+    async def async_start_new_kernel_client(self) -> remote.BoundedClient:
         start = time.perf_counter()
-        kc = await super().async_start_new_kernel_client()
+        kc: remote.BoundedClient = await super().async_start_new_kernel_client()
         # before any student code: the kernel itself stops sending a cell's output past twice what is kept, and
         # binds the probe's own socket, through which `channel` sends every later request (probe.op_start)
         provisioner = self.km.provisioner
@@ -265,11 +279,13 @@ class CourseExecute(QuietKernel, Execute):
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)  # nbclient binds its own otherwise
 
-    def _send(self, request):
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
         timeout = max(1.0, self._deadline - time.monotonic())
+        assert self.channel is not None  # a request comes from a test cell, after the kernel started
         return self.channel.request(request, timeout)
 
-    def output(self, outs, msg, display_id, cell_index):
+    def output(self, outs: list[NotebookNode], msg: dict[str, Any], display_id: str | None,
+               cell_index: int) -> NotebookNode | None:
         """Keep at most `max_output_bytes` of a cell's output; a flood ends in one note."""
         size = len(str(msg.get("content", "")))
         kept = self._kept_bytes.get(cell_index, 0)
@@ -279,13 +295,14 @@ class CourseExecute(QuietKernel, Execute):
                 outs.append(new_output("stream", name="stdout", text="\n……（输出过多，其余部分未保存）\n"))
             return None
         self._kept_bytes[cell_index] = kept + size
-        return super().output(outs, msg, display_id, cell_index)
+        out: NotebookNode | None = super().output(outs, msg, display_id, cell_index)
+        return out
 
-    def handle_comm_msg(self, outs, msg, cell_index):
+    def handle_comm_msg(self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int) -> None:
         """Widgets are not part of a graded notebook: their messages are dropped."""
 
-    async def _async_handle_timeout(self, timeout, cell=None):
-        reply = await super()._async_handle_timeout(timeout, cell)
+    async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | Exception:
+        reply: None | Exception = await super()._async_handle_timeout(timeout, cell)
         try:  # the interrupted cell must answer, or the kernel is stuck for good
             await ensure_async(self.kc.shell_channel.get_msg(timeout=self.interrupt_grace))
         except Empty:

@@ -18,8 +18,10 @@ NBGRADER_EXECUTION) is a note for the TA, never a hold.
 """
 import ast
 import importlib.util
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
+from typing import Any
 
 from ..syntax import dotted, module_aliases, python_source
 
@@ -67,14 +69,14 @@ class Finding:
     kind: str  # "hold", "unsandboxed" (a hold only without a sandbox) or "note"
     line: int = 0  # line of the cell's source (as the student wrote it, magics included), 0 if unknown
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.label}{f' 第 {self.line} 行' if self.line else ''}：{self.what}"
 
     def holds(self, sandboxed: bool) -> bool:
         return self.kind == "hold" or (self.kind == "unsandboxed" and not sandboxed)
 
 
-def _matches(path, prefixes):
+def _matches(path: str | None, prefixes: Iterable[str]) -> bool:
     """Whether `path` is one of `prefixes` or below one; an entry ending in "_" matches private names below it
     (`torch._C`), never dunders (`torch.__version__`)."""
     if path is None:
@@ -88,8 +90,8 @@ def _matches(path, prefixes):
     return False
 
 
-@lru_cache(maxsize=None)
-def _installed(module):
+@cache
+def _installed(module: str) -> bool:
     """Whether a top-level module exists in the grader's environment (else the student wrote it: unreadable)."""
     try:
         return importlib.util.find_spec(module) is not None
@@ -97,7 +99,7 @@ def _installed(module):
         return False
 
 
-def _canonical(path):
+def _canonical(path: str | None) -> str | None:
     """`sys.modules` for `d2l.torch.sys.modules`: the path from the last module name in the chain."""
     if path is None:
         return None
@@ -106,7 +108,7 @@ def _canonical(path):
     return ".".join(parts[starts[-1]:]) if starts else path
 
 
-def _constant(node):
+def _constant(node: ast.AST) -> bool:
     """Whether a value is made of literals only (a setting, not a replacement function)."""
     if isinstance(node, ast.Constant):
         return True
@@ -119,39 +121,40 @@ def _constant(node):
     return False
 
 
-def _literal_string(node):
+def _literal_string(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 class _Reader(ast.NodeVisitor):
     """Collects (what, kind) for one cell's tree."""
 
-    def __init__(self, aliases, written):
-        self.aliases, self.written, self.found = aliases, written, []
+    def __init__(self, aliases: dict[str, str], written: Collection[str | None]) -> None:
+        self.aliases, self.written = aliases, written
+        self.found: list[tuple[str, str, int]] = []
         self.line, self.frozen = 0, False
 
-    def visit(self, node):
-        if not self.frozen and getattr(node, "lineno", None):
-            self.line = node.lineno
+    def visit(self, node: ast.AST) -> Any:
+        if not self.frozen and (line := getattr(node, "lineno", None)):
+            self.line = line
         return super().visit(node)
 
-    def add(self, what, kind="hold"):
+    def add(self, what: str, kind: str = "hold") -> None:
         """Record a construct once; a shorter path of a chain already recorded (`torch._C` after
         `torch._C._nn`) adds nothing."""
         if not any(known.startswith(what) or what.startswith(known) for known, _, _ in self.found):
             self.found.append((what, kind, self.line))
 
-    def path(self, node):
+    def path(self, node: ast.AST) -> str | None:
         return _canonical(dotted(node, self.aliases))
 
-    def check_path(self, path, verb="使用了"):
+    def check_path(self, path: str | None, verb: str = "使用了") -> None:
         if _matches(path, HOLD_PATHS):
             self.add(f"{verb} {path}")
         elif _matches(path, UNSANDBOXED_PATHS):
             self.add(f"{verb} {path}", "unsandboxed")
 
     # --- imports
-    def imported(self, module):
+    def imported(self, module: str) -> None:
         top = module.split(".")[0]
         if not _installed(top):
             if top in self.written or None in self.written:  # a module the notebook writes to disk itself
@@ -159,11 +162,11 @@ class _Reader(ast.NodeVisitor):
         else:
             self.check_path(module, "导入了")
 
-    def visit_Import(self, node):
+    def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self.imported(a.name)
 
-    def visit_ImportFrom(self, node):
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             self.add(f"相对导入 {'.' * node.level}{node.module or ''}")
         elif node.module == "__future__":
@@ -174,13 +177,13 @@ class _Reader(ast.NodeVisitor):
                 self.imported(f"{node.module}.{a.name}")
 
     # --- names and attributes
-    def visit_Name(self, node):
+    def visit_Name(self, node: ast.Name) -> None:
         if node.id in DANGEROUS_DUNDERS:
             self.add(f"使用了 {node.id}")
         elif node.id == "breakpoint" and isinstance(node.ctx, ast.Load):
             self.add("调用了 breakpoint（调试器）")
 
-    def visit_Attribute(self, node):
+    def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FRAME_ATTRIBUTES:
             self.add(f"访问了帧对象的 {node.attr}")
         elif node.attr in DANGEROUS_DUNDERS:
@@ -189,11 +192,11 @@ class _Reader(ast.NodeVisitor):
             self.check_path(self.path(node))
         self.generic_visit(node)
 
-    def visit_Subscript(self, node):
+    def visit_Subscript(self, node: ast.Subscript) -> None:
         self.generic_visit(node)
 
     # --- calls
-    def visit_Call(self, node):
+    def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
                 and isinstance(func.value.func, ast.Name) and func.value.func.id == "get_ipython":
@@ -233,7 +236,7 @@ class _Reader(ast.NodeVisitor):
             self.add(f"调用了 .{func.attr}() 改动文件", "unsandboxed")
         self.generic_visit(node)
 
-    def _ipython(self, node, method):
+    def _ipython(self, node: ast.Call, method: str) -> None:
         if method not in SHELL_METHODS:
             self.add(f"使用了 get_ipython().{method}")
             return
@@ -251,7 +254,7 @@ class _Reader(ast.NodeVisitor):
         elif magic in ("time", "timeit", "capture", "prun") and len(node.args) > 2:
             self._literal_code(_literal_string(node.args[2]) or "")
 
-    def _literal_code(self, text):
+    def _literal_code(self, text: str) -> None:
         tree = python_source(text)
         if tree is None:
             self.add("exec/eval 的字符串无法解析")
@@ -263,7 +266,7 @@ class _Reader(ast.NodeVisitor):
             self.frozen = frozen
 
     # --- writes and classes
-    def _assigned(self, targets, value):
+    def _assigned(self, targets: Iterable[ast.expr], value: ast.expr | None) -> None:
         for target in targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
                     and getattr(target.value.func, "id", None) == "vars" and target.value.args \
@@ -278,34 +281,34 @@ class _Reader(ast.NodeVisitor):
                             and value is not None and not _constant(value):
                         self.add(f"改写了 {path}（只影响自己的内核）", "note")
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: ast.Assign) -> None:
         self._assigned(node.targets, node.value)
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node):
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._assigned([node.target], node.value)
         self.generic_visit(node)
 
-    def visit_AnnAssign(self, node):
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._assigned([node.target], node.value)
         self.generic_visit(node)
 
-    def visit_ClassDef(self, node):
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
             path = dotted(base, self.aliases) or ""
             if path.startswith("torch") and path.endswith(("Tensor", "Parameter")):
                 self.add(f"定义了 {path} 的子类 {node.name}（比较在评分程序中进行，不受影响）", "note")
         self.generic_visit(node)
 
-    def visit_Constant(self, node):
+    def visit_Constant(self, node: ast.Constant) -> None:
         if node.value == "NBGRADER_EXECUTION":
             self.add("检测是否正在评分（NBGRADER_EXECUTION）", "note")
 
 
-def written_modules(trees) -> set:
+def written_modules(trees: Iterable[ast.AST]) -> set[str | None]:
     """Stems of the .py files the code writes (`open("helper.py", "w")`, `%%writefile helper.py`); None in the
     set when a file is written under a name computed at run time."""
-    stems = set()
+    stems: set[str | None] = set()
     for tree in trees:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
@@ -325,14 +328,14 @@ def written_modules(trees) -> set:
     return stems - {""}
 
 
-def findings(cells, imports=()) -> list[Finding]:
+def findings(cells: Iterable[tuple[int, str, str]], imports: Iterable[str] = ()) -> list[Finding]:
     """The flagged constructs of the student's code cells `cells` = [(index, label, source)], in order.
 
     `imports` are the sources of the notebook's given import cells (for `F`, `nn`, `d2l`)."""
     trees = [(index, label, python_source(source)) for index, label, source in cells]
     aliases = module_aliases([t for t in (*map(python_source, imports), *(t for _, _, t in trees)) if t])
     written = written_modules([t for _, _, t in trees if t is not None])
-    found = []
+    found: list[Finding] = []
     for index, label, tree in trees:
         if tree is None:
             continue
@@ -345,7 +348,7 @@ def findings(cells, imports=()) -> list[Finding]:
     return found
 
 
-def review_flags(cells, imports=(), sandboxed=True) -> list[str]:
+def review_flags(cells: Sequence[tuple[str, str]], imports: Iterable[str] = (), sandboxed: bool = True) -> list[str]:
     """The holds among the findings of `cells` = [(label, source)], as "<cell> 第 n 行：<construct>"."""
     return [str(f) for f in findings([(i, label, src) for i, (label, src) in enumerate(cells)], imports)
             if f.holds(sandboxed)]
