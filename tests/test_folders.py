@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
+
 from conftest import copy_course, course
 
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ from attncourse.grading.model import Status, SubmissionResult
 from attncourse.grading.records import read_record
 from attncourse.grading.run import autograde
 from attncourse.grading.run.execution import CRASHED, CourseExecute, Instructor, SubmissionFailed, hung
+
 from conftest import small_course
 
 STUDENTS = iter(range(2023000100, 2023000200))
@@ -106,7 +107,6 @@ def test_a_submission_that_cannot_run_fails_with_its_reason_and_no_score(course)
 
 def test_a_refused_intake_fails_without_running(course):
     root, cfg, intake, scratch = course
-    sid = intake.student
     intake.reason = "提交中含符号链接或特殊文件（x），拒绝评分"
     failed = autograde.grade_one(cfg, root, intake, scratch)
     assert failed.status == Status.FAILED and failed.reason == intake.reason and FakeAutograde.runs == 0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.apps import ExportApp
-from tqdm import tqdm
 from nbgrader.converters.base import NbGraderException
+from tqdm import tqdm
 from traitlets.config import Config
 
 from . import logs, records

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 from nbgrader.coursedir import CourseDirectory
-from traitlets.config.loader import PyFileConfigLoader
 from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
 
 DB_BUSY_SECONDS = 60  # a gradebook locked by someone else (formgrader, another run) is waited for, then retried
 # What a course author writes; a scratch course (the demo, quickcheck, the benchmark, tests) copies these.

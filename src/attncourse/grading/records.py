@@ -11,11 +11,11 @@ Every stage reads through here: `Outcome`s for the report, the export and the co
 import datetime
 import getpass
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-from nbgrader.api import Gradebook, Grade, MissingEntry, SubmittedAssignment, SubmittedNotebook
+from nbgrader.api import Grade, Gradebook, MissingEntry, SubmittedAssignment, SubmittedNotebook
 
 from .cells import is_test_grade
 from .files import write_atomic
@@ -104,7 +104,7 @@ def read_scores(db_url: str, root: str | Path, assignment: str, student: str) ->
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def hold(db_url: str, assignment: str, student: str, cells: set[str] | None,

@@ -38,7 +38,7 @@ def _existing_time(folder):
 
 
 def _utc(path):
-    return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC).replace(tzinfo=None)
 
 
 def _replace_earlier(root, dest, when, student, assignment):

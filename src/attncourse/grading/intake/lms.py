@@ -105,7 +105,7 @@ class LMSFileNames(FileNameCollectorPlugin):
     def to_utc(self, naive: datetime.datetime) -> datetime.datetime:
         """A time read without a zone (the LMS's clock), as naive UTC."""
         aware = naive.replace(tzinfo=self.zone()) if self.timezone else naive.astimezone()
-        return aware.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return aware.astimezone(datetime.UTC).replace(tzinfo=None)
 
     def parse_time(self, text: str) -> datetime.datetime | None:
         """A time from a file name, exactly, as naive UTC: the formats LMSs and nbgrader's documentation use,
@@ -126,7 +126,7 @@ class LMSFileNames(FileNameCollectorPlugin):
             except (ValueError, OverflowError):
                 return None
         return self.to_utc(aware) if aware.tzinfo is None else \
-            aware.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            aware.astimezone(datetime.UTC).replace(tzinfo=None)
 
 
 @dataclass
@@ -189,7 +189,7 @@ def unicode_path(info: zipfile.ZipInfo) -> str | None:
 def archive_names(infos, legacy="gb18030") -> list[str]:
     """The names of a zip's entries as their archiver meant them: one decision for the whole archive."""
     marked = [info.filename if info.flag_bits & 0x800 else unicode_path(info) for info in infos]
-    unmarked = [_raw_name(info) for info, name in zip(infos, marked) if name is None]
+    unmarked = [_raw_name(info) for info, name in zip(infos, marked, strict=True) if name is None]
     try:
         for raw in unmarked:
             raw.decode("utf-8")
@@ -197,7 +197,7 @@ def archive_names(infos, legacy="gb18030") -> list[str]:
     except UnicodeDecodeError:
         encoding = legacy
     return [name if name is not None else _raw_name(info).decode(encoding, errors="replace")
-            for info, name in zip(infos, marked)]
+            for info, name in zip(infos, marked, strict=True)]
 
 
 def name_problem(name: str) -> str:
@@ -228,7 +228,7 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]
     beyond = f"超出下载解压后的上限 {plugin.max_download_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
-        for k, (info, name) in enumerate(zip(infos, archive_names(infos, plugin.zip_encoding))):
+        for k, (info, name) in enumerate(zip(infos, archive_names(infos, plugin.zip_encoding), strict=True)):
             mode = info.external_attr >> 16 if info.create_system == 3 else 0  # Unix modes: only from Unix archivers
             if info.is_dir() or stat.S_ISDIR(mode):
                 continue
@@ -290,7 +290,7 @@ def from_folder(folder: Path) -> tuple[list, list]:
         elif path.stat().st_size > MAX_FILE_BYTES:
             skipped.append((_shown(shown), TOO_LARGE))
         else:
-            when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc).replace(tzinfo=None)
+            when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC).replace(tzinfo=None)
             uploads.append(Upload(path, list(path.relative_to(folder).parts), when))
     return uploads, skipped
 

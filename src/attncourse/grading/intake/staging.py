@@ -11,10 +11,10 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import nbformat
 from nbgrader.utils import parse_utc

@@ -14,10 +14,9 @@ from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from ..files import write_atomic
-from ..text import for_csv
 from ..model import Status
 from ..records import counted, read_record
-
+from ..text import for_csv
 
 PENDING = "待复核"
 

@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import nbformat
-
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
@@ -143,7 +142,7 @@ def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
             converter.force = True
             try:
                 converter.start()
-            except Exception as exc:  # nbgrader logs the details; the others' feedback goes on
+            except Exception as exc:  # noqa: BLE001 - nbgrader logs the details; the others' feedback goes on
                 o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
                 continue
             made = Path(scratch) / o.student / o.assignment

@@ -15,8 +15,9 @@ fingerprints each method relied on.
 import functools
 import getpass
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader
 from jupyter_server.utils import url_path_join

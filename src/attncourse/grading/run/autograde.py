@@ -19,6 +19,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute
 from traitlets.config import Config
 
+from .. import records
 from ..course import Folders, coursedir, kernel_env
 from ..files import replace_dir
 from ..intake.staging import Intake
@@ -26,7 +27,6 @@ from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
-from .. import records
 from ..records import Record
 from . import ta_view
 from .cluster import Cluster, Workers
@@ -156,7 +156,7 @@ def grade_class(cfg, intakes: list[Intake], jobs=1, force=False, progress=lambda
                 key = futures[future]
                 try:
                     outcome = future.result()
-                except Exception as exc:  # a toolchain error, not the student's: the caller stops on it
+                except Exception as exc:  # noqa: BLE001 - a toolchain error, not the student's: the caller stops on it
                     if workers is not None and workers.lost:
                         pool.shutdown(wait=False, cancel_futures=True)
                         break
