@@ -8,6 +8,7 @@ never of a student's code.
 """
 import time
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbgrader.apps import ExportApp
@@ -36,14 +37,14 @@ def step(title: str) -> None:
     print(f"\n== {title} ==", flush=True)
 
 
-def _log(root):
+def _log(root: str | Path) -> Path:
     (Path(root) / "build").mkdir(exist_ok=True)
     return logs.to_file(Path(root) / "build" / "nbgrader.log")
 
 
 # --- release ---------------------------------------------------------------------------------------------------
 
-def release_assignments(root, ids, force=False) -> None:
+def release_assignments(root: str | Path, ids: list[str] | None, force: bool = False) -> None:
     root = Path(root)
     log = _log(root)
     cfg = nbgrader_config(root)
@@ -55,7 +56,7 @@ def release_assignments(root, ids, force=False) -> None:
             raise ToolchainError(f"nbgrader generate_assignment 失败：\n{logs.tail(log)}") from exc
 
 
-def released_ids(root, ids=None) -> list:
+def released_ids(root: str | Path, ids: list[str] | None = None) -> list[str]:
     """The assignments to work on: those asked for, which must have been released, or every released one."""
     done = release.record(root)
     if not ids:
@@ -68,7 +69,7 @@ def released_ids(root, ids=None) -> list:
 
 # --- collect ---------------------------------------------------------------------------------------------------
 
-def collect_download(root, source, assignment) -> collect.Collected:
+def collect_download(root: str | Path, source: str | Path, assignment: str) -> collect.Collected:
     root = Path(root)
     [assignment] = released_ids(root, [assignment])
     where = folders(root)
@@ -92,7 +93,8 @@ def collect_download(root, source, assignment) -> collect.Collected:
 
 # --- grade, feedback, report, export ---------------------------------------------------------------------------
 
-def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) -> list[Outcome]:
+def grade(root: str | Path, ids: list[str] | None = None, student: str | None = None, jobs: int = 2,
+          class_dir: str | Path | None = None, cluster: str | None = None) -> list[Outcome]:
     """Grade submitted/ (after importing `class_dir`, a folder laid out as <student>/<assignment>/), here or on
     the Dask cluster whose scheduler is at `cluster` (default: `c.Cluster.address`, '' for here)."""
     root = Path(root)
@@ -114,7 +116,7 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     start = time.time()
     bar = tqdm(total=len(pairs), unit="份", desc="评分", disable=None, leave=False, dynamic_ncols=True)
 
-    def progress(done, total, outcome):
+    def progress(done: int, total: int, outcome: Outcome) -> None:
         elapsed = time.time() - start
         remaining = elapsed / done * (total - done)
         tqdm.write(f"[{done}/{total} · 已用 {tqdm.format_interval(elapsed)} · 预计还需 "
@@ -127,7 +129,7 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     except SandboxUnavailable as exc:
         raise ToolchainError(str(exc)) from exc
     except ClusterLost as exc:
-        graded = getattr(exc, "graded", None)  # None: lost before grading began
+        graded = exc.graded
         if graded is None:
             raise ToolchainError(f"{exc}。未评分任何提交 / nothing was graded") from exc
         raise ToolchainError(f"{exc}。评分已停止：本次评完的 {graded} 份提交已记录；集群恢复后再次运行 course grade，"
@@ -144,14 +146,14 @@ def grade(root, ids=None, student=None, jobs=2, class_dir=None, cluster=None) ->
     return outcomes
 
 
-def grade_submissions(cfg, pairs: list[tuple[str, str]], **options) -> list[Outcome]:
+def grade_submissions(cfg: Config, pairs: list[tuple[str, str]], **options: Any) -> list[Outcome]:
     """Stage the submissions `pairs` [(assignment, student)] of the class folder (intake), then grade them (run);
     `options` as `autograde.grade_class` takes them."""
     with staging.class_staged(cfg, pairs) as intakes:
         return autograde.grade_class(cfg, intakes, **options)
 
 
-def graded_outcomes(root, ids=None) -> list[Outcome]:
+def graded_outcomes(root: str | Path, ids: list[str] | None = None) -> list[Outcome]:
     """The Outcomes of every graded submission in submitted/, read back from the records and the gradebook."""
     root = Path(root)
     db_url = nbgrader_config(root).CourseDirectory.db_url
@@ -159,14 +161,14 @@ def graded_outcomes(root, ids=None) -> list[Outcome]:
     return [o for o in found if o is not None]
 
 
-def publish_feedback(root, outcomes) -> None:
+def publish_feedback(root: str | Path, outcomes: list[Outcome]) -> None:
     root = Path(root)
     _log(root)
     published = feedback.publish(nbgrader_config(root), root, outcomes)
     print(f"  ✔ feedback/：{published} 份反馈")
 
 
-def write_report(root, outcomes, build_dir=None) -> None:
+def write_report(root: str | Path, outcomes: list[Outcome], build_dir: str | Path | None = None) -> None:
     root = Path(root)
     build_dir = Path(build_dir or root / "build")
     csv_path = build_dir / "grades.csv"
@@ -181,7 +183,7 @@ def write_report(root, outcomes, build_dir=None) -> None:
     print(f"  ✔ {path.relative_to(root)}，{path.with_suffix('.html').relative_to(root)}")
 
 
-def export_grades(root, to) -> None:
+def export_grades(root: str | Path, to: str | Path) -> None:
     """nbgrader's export with the course's plugin (`c.ExportApp.plugin_class`): the LMS CSV."""
     root = Path(root)
     _log(root)
@@ -195,12 +197,13 @@ def export_grades(root, to) -> None:
         print(f"  ⚠ {len(held)} 份提交共 {sum(w.points for w in held):g} 分待复核，表中记为“待复核”：course review")
 
 
-def _graded_pairs(root, ids=None):
+def _graded_pairs(root: str | Path, ids: list[str] | None = None) -> list[tuple[str, str]]:
     submitted = folders(root).submitted()
     return submissions(submitted, released_ids(root, ids)) if submitted.is_dir() else []
 
 
-def review_holds(root, assignment=None, student=None, accept=None, by="", note="") -> None:
+def review_holds(root: str | Path, assignment: str | None = None, student: str | None = None,
+                 accept: bool | None = None, by: str = "", note: str = "") -> None:
     """List the submissions with points held for review, or decide on one (`accept` True or False)."""
     root = Path(root)
     db_url = nbgrader_config(root).CourseDirectory.db_url

@@ -2,6 +2,7 @@
 import os
 import shutil
 import sys
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import nbformat
@@ -21,7 +22,8 @@ def use_this_environment() -> None:
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
-def copy_course_files(src, dest, items=AUTHORED) -> Path:
+def copy_course_files(src: str | os.PathLike[str], dest: str | os.PathLike[str],
+                      items: Iterable[str] = AUTHORED) -> Path:
     """Copy the course's own files and folders `items` from `src` into `dest`, replacing what is there: a
     scratch course with none of `src`'s grading state."""
     dest = Path(dest)
@@ -40,7 +42,7 @@ def copy_course_files(src, dest, items=AUTHORED) -> Path:
     return dest
 
 
-def nbgrader_config(root, submitted=None) -> Config:
+def nbgrader_config(root: str | Path, submitted: str | Path | None = None) -> Config:
     """nbgrader's config from `nbgrader_config.py`, anchored at `root`. `submitted` points nbgrader at another
     folder of submissions (same layout as `submitted/`)."""
     root = Path(root).resolve()
@@ -52,7 +54,7 @@ def nbgrader_config(root, submitted=None) -> Config:
     return cfg
 
 
-def gradebook_url(cfg, root) -> str:
+def gradebook_url(cfg: Config, root: str | Path) -> str:
     """The gradebook `nbgrader_config.py` names (`c.CourseDirectory.db_url`: any database SQLAlchemy reaches, such
     as PostgreSQL), else `gradebook.db` in the course folder. A SQLite gradebook that someone else holds locked is
     waited for."""
@@ -62,7 +64,7 @@ def gradebook_url(cfg, root) -> str:
     return url
 
 
-def coursedir(cfg, assignment_id: str = "", student_id: str = "*") -> CourseDirectory:
+def coursedir(cfg: Config, assignment_id: str = "", student_id: str = "*") -> CourseDirectory:
     cd = CourseDirectory(config=cfg)
     cd.assignment_id = assignment_id
     cd.student_id = student_id
@@ -75,7 +77,7 @@ class Folders:
     `directory_structure`), through nbgrader's own `CourseDirectory.format_path`: every command finds each folder
     here, so moving one in `nbgrader_config.py` moves it for all of them."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config) -> None:
         self.coursedir = CourseDirectory(config=cfg)
         self.root = Path(self.coursedir.root)
 
@@ -118,9 +120,9 @@ def released_notebooks(root: str | Path, assignment: str) -> dict[str, NotebookN
     return {p.name: nbformat.read(p, as_version=4) for p in folders(root).released_notebooks(assignment)}
 
 
-def submissions(submitted_dir, assignment_ids) -> list:
+def submissions(submitted_dir: str | Path, assignment_ids: Collection[str]) -> list[tuple[str, str]]:
     """[(assignment, student)] found in a folder laid out as `<student>/<assignment>/`."""
-    found = []
+    found: list[tuple[str, str]] = []
     for student in sorted(p for p in Path(submitted_dir).iterdir() if p.is_dir()):
         for aid in assignment_ids:
             if (student / aid).is_dir():
@@ -128,7 +130,7 @@ def submissions(submitted_dir, assignment_ids) -> list:
     return found
 
 
-def kernel_env(jobs: int) -> dict:
+def kernel_env(jobs: int) -> dict[str, str]:
     """Environment for grading kernels: nbgrader's flag, and no thread oversubscription."""
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     return {"NBGRADER_EXECUTION": "autograde", "OMP_NUM_THREADS": str(threads)}

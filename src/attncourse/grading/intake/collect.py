@@ -10,38 +10,43 @@ rest of the download is collected.
 import datetime
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 from nbgrader.utils import parse_utc
+from traitlets.config import Config
 
 from ..course import Folders
 from . import roster
-from .lms import LMSFileNames, read_download
+from .lms import LMSFileNames, Upload, read_download
 from .staging import TIMESTAMP
 
 
 @dataclass
 class Collected:
     """What `collect` did, for the instructor to read."""
-    taken: list = field(default_factory=list)  # (student, notebook, time, the file's name in the download)
-    unmatched: list = field(default_factory=list)  # (file, why)
-    notes: list = field(default_factory=list)
+    # (student, notebook, time, the file's name in the download)
+    taken: list[tuple[str, str, datetime.datetime, str]] = field(default_factory=list)
+    unmatched: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
+    notes: list[str] = field(default_factory=list)
 
 
-def _existing_time(folder):
+def _existing_time(folder: Path) -> datetime.datetime | None:
     try:
-        return parse_utc((folder / TIMESTAMP).read_text(encoding="utf-8").strip())
+        when: datetime.datetime = parse_utc((folder / TIMESTAMP).read_text(encoding="utf-8").strip())
+        return when
     except (OSError, ValueError):
         return None
 
 
-def _utc(path):
+def _utc(path: Path) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC).replace(tzinfo=None)
 
 
-def _replace_earlier(root, dest, when, student, assignment):
+def _replace_earlier(root: Path, dest: Path, when: datetime.datetime, student: str,
+                     assignment: str) -> tuple[str, bool]:
     """Before a later submission takes `dest`'s place, set the earlier one aside in submitted_earlier/.
     Returns (note, replaced): not replaced when the one already collected is as late or later."""
     before = _existing_time(dest)
@@ -56,11 +61,12 @@ def _replace_earlier(root, dest, when, student, assignment):
             f"旧的移到了 {archive.relative_to(root)}"), True
 
 
-def import_class(cfg, root, class_dir, assignment_ids) -> list:
+def import_class(cfg: Config, root: str | Path, class_dir: Path, assignment_ids: Collection[str]) -> list[str]:
     """Copy a folder laid out as <student>/<assignment>/ into submitted/, with the same rule as `collect`:
     an existing submission is replaced only by a later one (by timestamp.txt, else the folder's time, in UTC).
     Returns notes."""
-    root, notes = Path(root), []
+    root = Path(root)
+    notes: list[str] = []
     submitted = Folders(cfg).submitted()
     if not class_dir.is_dir():
         raise FileNotFoundError(f"找不到提交目录 {class_dir}（应为 <学生>/<作业>/*.ipynb 的结构）")
@@ -80,15 +86,15 @@ def import_class(cfg, root, class_dir, assignment_ids) -> list:
     return notes
 
 
-def grouped(unmatched, examples=3) -> list:
+def grouped(unmatched: list[tuple[str, str]], examples: int = 3) -> list[tuple[str, int, list[str]]]:
     """[(why, count, the first few names)] of the entries not collected, the largest group first."""
-    groups = {}
+    groups: dict[str, list[str]] = {}
     for name, why in unmatched:
         groups.setdefault(why, []).append(name)
     return [(why, len(names), names[:examples]) for why, names in sorted(groups.items(), key=lambda g: -len(g[1]))]
 
 
-def write_listing(path, unmatched) -> None:
+def write_listing(path: Path, unmatched: list[tuple[str, str]]) -> None:
     """Every entry not collected, once, under its reason."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
@@ -97,11 +103,12 @@ def write_listing(path, unmatched) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _when(t):
+def _when(t: datetime.datetime) -> str:
     return f"{t:%Y-%m-%d %H:%M:%S} UTC"
 
 
-def collect(cfg, root, source, assignment, released, others=None) -> Collected:
+def collect(cfg: Config, root: str | Path, source: str | Path, assignment: str, released: list[str],
+            others: dict[str, str] | None = None) -> Collected:
     """Collect the download `source` for `assignment` into submitted/; `released` are its notebook names,
     `others` {notebook name: assignment} those of the other assignments."""
     root = Path(root)
@@ -112,8 +119,8 @@ def collect(cfg, root, source, assignment, released, others=None) -> Collected:
                                                                  others)
         if plugin.roster:
             uploads = roster.apply(uploads, roster.read_roster(root / plugin.roster), result.unmatched)
-        chosen = {}  # (student, notebook) -> the upload graded
-        groups = {}
+        chosen: dict[tuple[str, str], Upload] = {}  # (student, notebook) -> the upload graded
+        groups: dict[tuple[str, str], list[Upload]] = {}
         for upload in uploads:
             groups.setdefault((upload.student, upload.notebook), []).append(upload)
         for (student, notebook), group in sorted(groups.items()):
@@ -123,7 +130,7 @@ def collect(cfg, root, source, assignment, released, others=None) -> Collected:
                 aside = "、".join(f"{u.shown}（{_when(u.when)}）" for u in group[:-1])
                 result.notes.append(f"{student} 交了 {len(group)} 份 {notebook}：评分用最新的 {group[-1].shown}"
                                     f"（{_when(group[-1].when)}），放在一边的：{aside}")
-        by_student = {}
+        by_student: dict[str, list[Upload]] = {}
         for (student, _), upload in chosen.items():
             by_student.setdefault(student, []).append(upload)
         submitted = Folders(cfg).submitted()
@@ -137,6 +144,7 @@ def collect(cfg, root, source, assignment, released, others=None) -> Collected:
                     continue
             dest.mkdir(parents=True)
             for upload in group:
+                assert upload.path is not None  # a notebook, unpacked (lms.read_download)
                 shutil.copyfile(upload.path, dest / upload.notebook)
                 result.taken.append((student, upload.notebook, upload.when, upload.shown))
             (dest / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC", encoding="utf-8")

@@ -70,7 +70,7 @@ BROKEN = "在 zip 中已损坏（CRC 或压缩数据出错）"
 TOO_LARGE = f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"
 
 
-class LMSFileNames(FileNameCollectorPlugin):
+class LMSFileNames(FileNameCollectorPlugin):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's collector, applied to the file's own name (not its whole path)."""
 
     zip_encoding = Unicode("gb18030", help="How to read zip entry names that are neither marked nor valid UTF-8: "
@@ -84,10 +84,10 @@ class LMSFileNames(FileNameCollectorPlugin):
                                          "with 10 MB each (a notebook with its figures is usually under 5 MB); "
                                          "what lies beyond is listed, not unpacked.").tag(config=True)
 
-    def collect(self, submitted_file):
+    def collect(self, submitted_file: str) -> dict[str, str] | None:
         return self.match(Path(submitted_file).name)
 
-    def match(self, name: str, prefix: str = "") -> dict | None:
+    def match(self, name: str, prefix: str = "") -> dict[str, str] | None:
         """The pattern's groups for the file `name`, or for `prefix` (a folder's name) joined to it with "_" when
         the folder's name is the whole of what the pattern reads before `file_id`; None otherwise. (nbgrader's own
         `_match` logs a warning for every name that does not match.)"""
@@ -99,7 +99,7 @@ class LMSFileNames(FileNameCollectorPlugin):
             return None
         return m.groupdict()
 
-    def zone(self):
+    def zone(self) -> zoneinfo.ZoneInfo | None:
         return zoneinfo.ZoneInfo(self.timezone) if self.timezone else None
 
     def to_utc(self, naive: datetime.datetime) -> datetime.datetime:
@@ -132,11 +132,11 @@ class LMSFileNames(FileNameCollectorPlugin):
 @dataclass
 class Upload:
     path: Path | None  # the file, unpacked (None: not a notebook, not unpacked)
-    parts: list  # its path in the download, folder by folder ([name] for a file at the top)
+    parts: list[str]  # its path in the download, folder by folder ([name] for a file at the top)
     when: datetime.datetime  # upload time, naive UTC
     student: str = ""
     notebook: str = ""  # the released notebook it is for
-    names: dict = field(default_factory=dict)  # first_name / last_name for the gradebook
+    names: dict[str, str] = field(default_factory=dict)  # first_name / last_name for the gradebook
 
     @property
     def name(self) -> str:
@@ -154,7 +154,7 @@ class Upload:
         return int(m.group("paren") or m.group("dash")) if m else 0
 
 
-def split_name(full) -> tuple[str, str]:
+def split_name(full: str) -> tuple[str, str]:
     """(last_name, first_name) of a Chinese name: the surname first, as formgrader shows "last, first"."""
     full = full.strip()
     if not full or not re.match(r"^[\u4e00-\u9fff·]+$", full):
@@ -186,7 +186,7 @@ def unicode_path(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def archive_names(infos, legacy="gb18030") -> list[str]:
+def archive_names(infos: list[zipfile.ZipInfo], legacy: str = "gb18030") -> list[str]:
     """The names of a zip's entries as their archiver meant them: one decision for the whole archive."""
     marked = [info.filename if info.flag_bits & 0x800 else unicode_path(info) for info in infos]
     unmarked = [_raw_name(info) for info, name in zip(infos, marked, strict=True) if name is None]
@@ -210,21 +210,23 @@ def name_problem(name: str) -> str:
     return ""
 
 
-def _parts(name):
+def _parts(name: str) -> list[str]:
     return [p for p in re.split(r"[\\/]", name) if p not in ("", ".")]
 
 
-def _shown(name, limit=120):
+def _shown(name: str, limit: int = 120) -> str:
     """A name for the listing: control characters escaped, long names cut."""
     text = "".join(ch if unicodedata.category(ch) != "Cc" and ch not in BIDI_CONTROLS else ascii(ch)[1:-1]
                    for ch in name)
     return text if len(text) <= limit else text[:limit] + f"…（共 {len(name)} 个字符）"
 
 
-def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]:
+def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list[Upload], list[tuple[str, str]]]:
     """([Upload], skipped [(name, why)]) of a zip: every notebook entry written as `into/<k>/file`, counting the
     bytes as they are written, nothing beyond the size limits; links, special entries and broken ones listed."""
-    uploads, skipped, left = [], [], plugin.max_download_mb << 20
+    uploads: list[Upload] = []
+    skipped: list[tuple[str, str]] = []
+    left = plugin.max_download_mb << 20
     beyond = f"超出下载解压后的上限 {plugin.max_download_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
@@ -260,7 +262,7 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list, list]
     return uploads, skipped
 
 
-def _copy(z, info, target, most) -> int | None:
+def _copy(z: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, most: int) -> int | None:
     """Copy an entry, stopping as soon as more than `most` bytes have come out: the bytes written, -1 when it
     stopped, None when the entry is broken."""
     written = 0
@@ -276,8 +278,9 @@ def _copy(z, info, target, most) -> int | None:
     return written
 
 
-def from_folder(folder: Path) -> tuple[list, list]:
-    uploads, skipped = [], []
+def from_folder(folder: Path) -> tuple[list[Upload], list[tuple[str, str]]]:
+    uploads: list[Upload] = []
+    skipped: list[tuple[str, str]] = []
     for path in sorted(folder.rglob("*")):
         shown = str(path.relative_to(folder))
         mode = path.lstat().st_mode
@@ -295,11 +298,11 @@ def from_folder(folder: Path) -> tuple[list, list]:
     return uploads, skipped
 
 
-def _archiver_file(upload) -> bool:
+def _archiver_file(upload: Upload) -> bool:
     return upload.name in SYSTEM_FILES or upload.name.startswith("._") or upload.parts[0] == "__MACOSX"
 
 
-def _unwrap(uploads, plugin):
+def _unwrap(uploads: list[Upload], plugin: LMSFileNames) -> None:
     """Look through folders around the whole download (a teacher's re-zip) whose names are not a student's, nor
     a Moodle student's folder (which a pattern for another LMS does not match)."""
     while uploads and all(len(u.parts) > 1 for u in uploads) and len({u.parts[0] for u in uploads}) == 1:
@@ -309,7 +312,7 @@ def _unwrap(uploads, plugin):
             upload.parts = upload.parts[1:]
 
 
-def _notebook(file_id, released, others) -> tuple[str, str]:
+def _notebook(file_id: str, released: list[str], others: dict[str, str]) -> tuple[str, str]:
     """(this assignment's notebook, "") for a file the student named `file_id`, or ("", why not)."""
     stem = COPY_SUFFIX.sub("", Path(file_id).stem)
     named = [(len(Path(n).stem), n, "") for n in released if Path(n).stem in stem]
@@ -325,7 +328,8 @@ def _notebook(file_id, released, others) -> tuple[str, str]:
     return "", f"对应不到作业中的 notebook（{'、'.join(released)}）"
 
 
-def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: list, others=None):
+def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: list[str],
+                  others: dict[str, str] | None = None) -> tuple[list[Upload], list[tuple[str, str]], list[str]]:
     """([Upload] with student, notebook and names found, unmatched [(name, why)], notes) of a zip or a folder.
     `released`: this assignment's notebook names; `others`: {notebook name: assignment} of the other ones."""
     if source.is_file() and zipfile.is_zipfile(source):
@@ -338,7 +342,9 @@ def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: l
     notes = [f"跳过了压缩软件自己写的 {len(archiver)} 个文件（__MACOSX、.DS_Store 等）"] if archiver else []
     uploads = [u for u in uploads if u not in archiver]
     _unwrap(uploads, plugin)
-    found, claims, claim_notes = [], {}, []  # claims: LMS folder -> {student ids its files claim}
+    found: list[Upload] = []
+    claims: dict[str, set[str]] = {}  # LMS folder -> {student ids its files claim}
+    claim_notes: list[tuple[str, str]] = []
     for upload in uploads:
         folder = upload.parts[0] if len(upload.parts) > 1 else ""
         info = plugin.match(upload.name, folder)

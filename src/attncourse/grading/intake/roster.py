@@ -9,14 +9,15 @@ no student: the file is listed.
 import csv
 from pathlib import Path
 
-from .lms import split_name
+from .lms import Upload, split_name
 from .staging import student_id_problem
 
 ALIASES = {"学号": "id", "姓名": "full_name", "lms id": "lms_id", "lms_id": "lms_id"}
 NOT_IN_ROSTER = "LMS 写的学生编号不在名单（c.LMSFileNames.roster）中，不据此新建学生"
+Roster = dict[str, tuple[str, dict[str, str]]]  # LMS id or student number -> (student number, names)
 
 
-def read_roster(path) -> dict:
+def read_roster(path: str | Path) -> Roster:
     """{LMS id or student number: (student number, {"last_name", "first_name"})}; ValueError says what is wrong."""
     path = Path(path)
     with open(path, encoding="utf-8-sig", newline="") as f:
@@ -26,7 +27,7 @@ def read_roster(path) -> dict:
         if "id" not in reader.fieldnames:
             raise ValueError(f"名单 {path.name} 没有 id（学号）列：应为 id,first_name,last_name,email,lms_id "
                              "或 学号,姓名,LMS id")
-        roster = {}
+        roster: Roster = {}
         for line, row in enumerate(reader, start=2):
             sid = (row.get("id") or "").strip()
             problem = student_id_problem(sid)
@@ -42,7 +43,7 @@ def read_roster(path) -> dict:
     return roster
 
 
-def apply(uploads, roster, unmatched) -> list:
+def apply(uploads: list[Upload], roster: Roster, unmatched: list[tuple[str, str]]) -> list[Upload]:
     """The uploads whose LMS id is in the roster, under the student number and names it gives; the others are
     added to `unmatched`."""
     kept = []

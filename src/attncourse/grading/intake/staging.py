@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 from nbgrader.utils import parse_utc
+from traitlets.config import Config
 
 from ...notebooks import dumps
 from ..cells import grade_id
@@ -34,21 +36,21 @@ class Intake:
     student: str
     folder: Path | None = None  # the staged copy, when the submission can be graded
     reason: str = ""  # why it cannot be graded
-    notes: list = field(default_factory=list)  # what was set aside or changed, for the CSV and report
+    notes: list[str] = field(default_factory=list)  # what was set aside or changed, for the CSV and report
     digest: str = ""  # of what was staged: an unchanged submission keeps its grade
     submitted_at: str = "提交时间未知"  # when it was handed in, as timestamp.txt says
 
 
-def student_id_problem(name) -> str:
+def student_id_problem(name: str) -> str:
     if SAFE_ID.match(name):
         return ""
     return (f"学生编号 {name!r} 含不允许的字符：只能用英文字母、数字、'_'、'-'、'.'，且以字母或数字开头"
             "（不超过 64 个字符）")
 
 
-def _special_files(folder):
+def _special_files(folder: Path) -> list[str]:
     """Paths below `folder` that are symlinks or not regular files/folders (without following links)."""
-    found = []
+    found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         for name in dirnames + filenames:
             path = Path(dirpath) / name
@@ -58,7 +60,7 @@ def _special_files(folder):
     return found
 
 
-def stage(submitted, staged, assignment, released) -> Intake:
+def stage(submitted: Path, staged: Path, assignment: str, released: dict[str, NotebookNode]) -> Intake:
     """Copy one student's submission for `assignment` into `staged`; returns an Intake.
 
     `released`: {notebook file name: the student version}.
@@ -134,7 +136,7 @@ def stage(submitted, staged, assignment, released) -> Intake:
 
 
 @contextmanager
-def class_staged(cfg, pairs: list[tuple[str, str]]) -> Iterator[list[Intake]]:
+def class_staged(cfg: Config, pairs: list[tuple[str, str]]) -> Iterator[list[Intake]]:
     """Every (assignment, student) of the class folder (`c.CourseDirectory.submitted_directory`) staged into a
     scratch folder of the course's build/grading/, removed afterwards; yields their Intakes in order."""
     where = Folders(cfg)

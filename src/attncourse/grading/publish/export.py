@@ -10,7 +10,7 @@ import csv
 import io
 from pathlib import Path
 
-from nbgrader.api import MissingEntry
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from ..files import write_atomic
@@ -21,10 +21,10 @@ from ..text import for_csv
 PENDING = "待复核"
 
 
-class LMSExport(ExportPlugin):
+class LMSExport(ExportPlugin):  # type: ignore[misc]  # nbgrader has no type information
     """CSV for an LMS (UTF-8 with BOM, so that Excel opens the Chinese names)."""
 
-    def export(self, gradebook):
+    def export(self, gradebook: Gradebook) -> None:
         root = Path(self.parent.coursedir.root) if self.parent is not None else Path.cwd()
         dest = Path(self.to or "grades_lms.csv")
         assignments = [a.name for a in gradebook.assignments if not self.assignment or a.name in self.assignment]
@@ -34,11 +34,13 @@ class LMSExport(ExportPlugin):
         for student in sorted(gradebook.students, key=lambda s: s.id):
             if self.student and student.id not in self.student:
                 continue
-            row, total, notes = [], 0.0, []
+            row: list[str] = []
+            total: float | str = 0.0  # PENDING once an assignment's points wait for review
+            notes: list[str] = []
             for name in assignments:
                 score, note = self._score(gradebook, root, name, student.id)
                 row.append("" if score is None else score if isinstance(score, str) else f"{score:g}")
-                total = PENDING if PENDING in (score, total) else total + (score or 0.0)
+                total = PENDING if isinstance(score, str) or isinstance(total, str) else total + (score or 0.0)
                 notes += [f"{name}：{note}"] if note else []
             full_name = f"{student.last_name or ''}{student.first_name or ''}"
             out.writerow([for_csv(student.id), for_csv(full_name), *row, total if total == PENDING else f"{total:g}",
@@ -47,7 +49,7 @@ class LMSExport(ExportPlugin):
         self.log.info("Exported grades to %s", dest)
 
     @staticmethod
-    def _score(gradebook, root, assignment, student):
+    def _score(gradebook: Gradebook, root: Path, assignment: str, student: str) -> tuple[float | str | None, str]:
         """(points counted now or None, a note) for one student's assignment."""
         record = read_record(root, assignment, student)
         if record is not None and record.status == Status.FAILED:

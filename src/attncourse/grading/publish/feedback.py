@@ -13,17 +13,21 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.converters import GenerateFeedback
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
+from traitlets.config import Config
 
 from .. import safe_html
 from ..cells import TA_ONLY, is_test_cell
@@ -39,7 +43,7 @@ TEMPLATES = [str(Path(__file__).resolve().parents[2] / "templates")]  # holds co
 MATHJAX = "mathjax-tex-svg.js"  # MathJax 3's single-file build, linked beside each published page
 
 
-def verdict(outputs) -> tuple[bool, str]:
+def verdict(outputs: list[NotebookNode]) -> tuple[bool, str]:
     """(passed, the Chinese verdict) of a test cell from its outputs."""
     errors = [o for o in outputs if o.get("output_type") == "error"]
     if not errors:
@@ -67,11 +71,14 @@ class HideTestSource(Preprocessor):
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
 
-    def preprocess(self, nb, resources):
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         nb.cells = [c for c in nb.cells if TA_ONLY not in c.metadata.get("tags", [])]
-        return super().preprocess(nb, resources)
+        # mypy #16653: untyped_calls_exclude (nbconvert) misses calls through super()
+        done: tuple[NotebookNode, dict[str, Any]] = super().preprocess(nb, resources)  # type: ignore[no-untyped-call]
+        return done
 
-    def preprocess_cell(self, cell, resources, index):
+    def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
+                        index: int) -> tuple[NotebookNode, dict[str, Any]]:
         if is_test_cell(cell):
             what = docstring(cell.source)
             cell.metadata.nbgrader["what"] = what.splitlines()[0].rstrip("。") if what else ""
@@ -85,12 +92,12 @@ class HideTestSource(Preprocessor):
         return cell, resources
 
 
-class GetGradesAndWaits(GetGrades):
+class GetGradesAndWaits(GetGrades):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's GetGrades, also marking points that wait for a person (a written answer not yet graded, or
     autograded points held for review) so that feedback says "waiting" instead of showing 0, and telling the
     template where the page's MathJax file is (published beside it by `course feedback`)."""
 
-    def preprocess(self, nb, resources):
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         nb, resources = super().preprocess(nb, resources)
         waiting = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting")]
         resources["nbgrader"]["waiting"] = sum(meta["points"] for meta in waiting)
@@ -98,7 +105,7 @@ class GetGradesAndWaits(GetGrades):
         resources["course_mathjax"] = MATHJAX
         return nb, resources
 
-    def _get_score(self, cell, resources):
+    def _get_score(self, cell: NotebookNode, resources: dict[str, Any]) -> None:
         super()._get_score(cell, resources)
         grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
                                           self.assignment_id, self.student_id)
@@ -112,14 +119,14 @@ class SafeHTML(SanitizeHTML):
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # mypy #16653: as in HideTestSource
         self.tags, self.attributes = safe_html.TAGS, safe_html.ATTRIBUTES
 
 
 # --- publishing ------------------------------------------------------------------------------------------------
 
-def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
+def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callable[[str], object] = print) -> int:
     """Each graded student's feedback, written to a scratch folder, checked for hidden-test lines (the released
     tests, from the gradebook, less what the student version shows and the student's own cells), and only then
     published in feedback/. A failure or a leak stays on the student's row. Returns how many were published."""
@@ -162,7 +169,7 @@ def publish(cfg, root, outcomes: list[Outcome], say=print) -> int:
     return published
 
 
-def vendor_file(root, name) -> Path | None:
+def vendor_file(root: str | Path, name: str) -> Path | None:
     """A file of the npm packages setup.sh installs in build/vendor/, here or in a course folder above."""
     for folder in (Path(root).resolve(), *Path(root).resolve().parents):
         path = folder / "build" / "vendor" / "node_modules" / name
@@ -171,7 +178,7 @@ def vendor_file(root, name) -> Path | None:
     return None
 
 
-def link_or_copy(src, dest) -> None:
+def link_or_copy(src: str | Path, dest: str | Path) -> None:
     """A hard link (the same file for every student's page costs no space), or a copy across file systems."""
     try:
         os.link(src, dest)
@@ -179,15 +186,15 @@ def link_or_copy(src, dest) -> None:
         shutil.copyfile(src, dest)
 
 
-def page_text(path) -> str:
+def page_text(path: Path) -> str:
     """The text a page shows: tags removed (code is split into highlighted tokens), entities decoded."""
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace")))
 
 
-def notebook_lines(paths, skip_tests=False) -> set:
+def notebook_lines(paths: Iterable[str | Path], skip_tests: bool = False) -> set[str]:
     """Stripped lines of the notebooks' cells (without test cells: a student's feedback shows their own cells,
     and a line that is the student's own or the student version's is no leak)."""
-    lines = set()
+    lines: set[str] = set()
     for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
             if not (skip_tests and is_test_cell(cell)):
@@ -195,7 +202,7 @@ def notebook_lines(paths, skip_tests=False) -> set:
     return lines
 
 
-def hidden_lines(cfg, assignment) -> set:
+def hidden_lines(cfg: Config, assignment: str) -> set[str]:
     """Distinctive lines of the released hidden tests, as the gradebook stores them."""
     with Gradebook(cfg.CourseDirectory.db_url) as gb:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for n in gb.find_assignment(

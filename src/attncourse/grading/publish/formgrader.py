@@ -23,7 +23,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader
 from jupyter_server.utils import url_path_join
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.server_extensions.formgrader import apihandlers, handlers
-from tornado import web
+from tornado.web import RequestHandler, StaticFileHandler, authenticated
 
 from .. import records
 from ..release.student_version import record as released
@@ -54,7 +54,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": __name__}]
 
 
-def _user(handler: web.RequestHandler) -> str:
+def _user(handler: RequestHandler) -> str:
     """Who entered the score: the server's user where it knows one (JupyterHub), else this machine's user (a
     token-only server names every visitor "anonymous-…")."""
     name = str(getattr(handler.current_user, "username", "") or "")
@@ -70,11 +70,11 @@ def _grade_put(put: Callable[..., None]) -> Callable[..., None]:
 
 
 def _refuse(command: str) -> Callable[..., None]:
-    @web.authenticated
     def refused(self: Any, *args: str) -> None:
         message = f"本课程不在 formgrader 中做这一步，请用：{command}"
         self.write(json.dumps({"success": False, "error": message, "log": message}, ensure_ascii=False))
-    return refused
+    logged_in: Callable[..., None] = authenticated(refused)  # tornado is not read by mypy (pyproject.toml)
+    return logged_in
 
 
 def _local_math(write: Callable[..., None]) -> Callable[..., None]:
@@ -130,4 +130,4 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
                               "shows math as TeX")
         return
     pattern = url_path_join(serverapp.web_app.settings["base_url"], LOCAL_MATHJAX, "(.*)")
-    serverapp.web_app.add_handlers(".*$", [(pattern, web.StaticFileHandler, {"path": str(mathjax.parent)})])
+    serverapp.web_app.add_handlers(".*$", [(pattern, StaticFileHandler, {"path": str(mathjax.parent)})])

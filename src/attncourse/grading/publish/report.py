@@ -4,6 +4,7 @@ import io
 import os
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import mistune
@@ -23,7 +24,7 @@ COLUMNS = ["assignment", "student", "name", "status", "score", "max_score", "pen
            "reason", "review", "review_decision", "reviewed_by", "reviewed_at", "notes"]
 
 
-def write_grades_csv(outcomes, path) -> None:
+def write_grades_csv(outcomes: Iterable[Outcome], path: str | Path) -> None:
     """One row per submission. A failed submission has no score, only its reason: never a silent 0.
 
     `score` counts neither written answers waiting for a TA (`pending_manual`) nor autograded points held
@@ -45,7 +46,7 @@ def write_grades_csv(outcomes, path) -> None:
 MISCONCEPTION_COLUMNS = ["student", "assignment", "question", "misconception", "label"]
 
 
-def write_misconceptions_csv(outcomes, path) -> None:
+def write_misconceptions_csv(outcomes: Iterable[Outcome], path: str | Path) -> None:
     """One row per (student, assignment, failed test cell) whose likely mistake the grader named (see
     run/diagnosis.py): the catalog's misconception id and its Chinese label."""
     buffer = io.StringIO()
@@ -58,10 +59,10 @@ def write_misconceptions_csv(outcomes, path) -> None:
     write_atomic(path, "\ufeff" + buffer.getvalue())
 
 
-def misconception_counts(items) -> list:
+def misconception_counts(items: Iterable[Outcome]) -> list[tuple[str, int]]:
     """[(label, students)] of an assignment's graded submissions, most students first: each student counts once
     per misconception, however many of its tests failed."""
-    students = defaultdict(set)
+    students: defaultdict[str, set[str]] = defaultdict(set)
     for o in items:
         if o.status.has_score:
             for found in o.diagnoses.values():
@@ -69,7 +70,7 @@ def misconception_counts(items) -> list:
     return sorted(((label, len(who)) for label, who in students.items()), key=lambda x: (-x[1], x[0]))
 
 
-def _histogram(scores, maximum, title, path):
+def _histogram(scores: list[float], maximum: float, title: str, path: Path) -> None:
     use_course_style()
     fig = Figure(figsize=(6, 3.2), layout="tight")
     ax = fig.subplots()
@@ -80,7 +81,7 @@ def _histogram(scores, maximum, title, path):
     fig.savefig(path, dpi=120)
 
 
-def _pass_rates(rates, title, path):
+def _pass_rates(rates: dict[str, float], title: str, path: Path) -> None:
     use_course_style()
     names = list(rates)
     fig = Figure(figsize=(6.5, 0.35 * len(names) + 1.2), layout="tight")
@@ -94,6 +95,7 @@ def _pass_rates(rates, title, path):
 def held_text(o: Outcome) -> str:
     """The autograded score of a submission with points held for review, in the words every screen uses:
     "26/28，其中 26 分待复核"."""
+    assert o.score is not None  # points are held only of a graded submission
     return f"{o.score + o.withheld:g}/{o.max_score:g}，其中 {o.withheld:g} 分待复核"
 
 
@@ -103,7 +105,7 @@ def _score(o: Outcome) -> str:
     return held_text(o) if o.withheld else f"{o.score:g} / {o.max_score:g}"
 
 
-def _student_rows(items, out_dir, feedback_dir):
+def _student_rows(items: list[Outcome], out_dir: Path, feedback_dir: str | Path | None) -> list[str]:
     """The per-student table of one assignment: score, pending, what is held and why, link to the feedback."""
     rows = ["| 学号 | 姓名 | 状态 | 得分 | 待人工评分 | 原因 / 复核 | 反馈 |", "|---|---|---|---|---|---|---|"]
     for o in sorted(items, key=lambda o: o.student):
@@ -115,13 +117,14 @@ def _student_rows(items, out_dir, feedback_dir):
     return rows + [""]
 
 
-def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
+def write_report(outcomes: Iterable[Outcome], out_dir: str | Path, test_cells: dict[str, list[str]],
+                 feedback_dir: str | Path | None = None) -> Path:
     """`report.md` and `report.html` (opens in a browser) with PNG plots in `out_dir`; `test_cells` maps
     assignment -> test grade_ids; `feedback_dir` holds the published feedback the student table links to.
     Returns the Markdown file's path. What came from students is escaped (`text.for_markdown`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    by_assignment = defaultdict(list)
+    by_assignment: defaultdict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_assignment[o.assignment].append(o)
     lines = ["# 班级评分报告", "", "| 作业 | 提交数 | 已评分 | 评分失败 | 平均分 | 中位数 | 满分 |",
@@ -130,8 +133,8 @@ def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
     for aid, items in sorted(by_assignment.items()):
         graded = [o for o in items if o.status.has_score]
         failed = [o for o in items if not o.status.has_score]
-        scores = sorted(o.score for o in graded)
-        maximum = graded[0].max_score if graded else 0
+        scores = sorted(o.score for o in graded if o.score is not None)  # every graded one has a score
+        maximum = (graded[0].max_score or 0.0) if graded else 0
         mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
         median = f"{statistics.median(scores):g}" if scores else "—"
         lines.append(f"| {aid} | {len(items)} | {len(graded)} | {len(failed)} | {mean} | {median} | {maximum:g} |")
@@ -164,13 +167,13 @@ def write_report(outcomes, out_dir, test_cells, feedback_dir=None) -> Path:
                     f"{for_markdown('；'.join(o.flags), 2000)} |" for o in held]
             sec += ["", "在 formgrader 中打开提交可以看到每条原因所在的行；确认后运行 `course review <作业> <学生> "
                     "--accept`（计入）或 `--reject`（记 0 分），或在 formgrader 中逐个给分。", ""]
-        decided = [o for o in items if o.review]
+        decided = [(o, r) for o in items if (r := o.review)]
         if decided:
             sec += ["### 已复核的提交", "", "| 学号 | 姓名 | 决定 | 复核人 | 时间（UTC） | 原因 |", "|---|---|---|---|---|---|"]
             sec += [f"| {for_markdown(o.student)} | {for_markdown(o.name) or '—'} | "
-                    f"{DECISION_ZH.get(o.review.decision, o.review.decision)}（{o.review.points:g} 分） | "
-                    f"{for_markdown(o.review.by)} | {o.review.at.replace('T', ' ')[:16]} | "
-                    f"{for_markdown('；'.join(o.review.flags), 2000)} |" for o in decided]
+                    f"{DECISION_ZH.get(r.decision, r.decision)}（{r.points:g} 分） | "
+                    f"{for_markdown(r.by)} | {r.at.replace('T', ' ')[:16]} | "
+                    f"{for_markdown('；'.join(r.flags), 2000)} |" for o, r in decided]
             sec.append("")
         noted = [o for o in items if o.notes]
         if noted:
@@ -204,11 +207,11 @@ code {{ background: #f6f6f6; padding: 0 3px; }}
 """
 
 
-def summary_table(outcomes) -> str:
+def summary_table(outcomes: Iterable[Outcome]) -> str:
     rows = [f"{'作业':14s} {'学生':18s} {'状态':10s} {'得分':>9s} {'待人工':>6s}  原因 / 复核"]
     for o in outcomes:
         ok = o.status.has_score
-        score = f"{o.score + o.withheld:g}/{o.max_score:g}" if ok else "—"
+        score = f"{o.score + o.withheld:g}/{o.max_score:g}" if ok and o.score is not None else "—"
         pending = f"{o.pending:g}" if ok and o.pending else ""
         note = o.reason or (f"⚠ 其中 {o.withheld:g} 分待复核：" + "；".join(o.flags) if o.withheld else "")
         note = note or (o.review.describe() if o.review else "")

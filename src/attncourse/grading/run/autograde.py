@@ -10,9 +10,11 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 from nbgrader.api import MissingEntry
 from nbgrader.converters import Autograde
@@ -33,21 +35,21 @@ from .cluster import Cluster, Workers
 from .execution import RESULT, TURN, WORKERS, CourseExecute
 
 
-class CourseAutograde(Autograde):
+class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's Autograde, safe in threads, handing each notebook's execute step a `SubmissionResult`."""
 
-    def __init__(self, result: SubmissionResult, workers=None, **kwargs):
+    def __init__(self, result: SubmissionResult, workers: Workers | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.result, self.workers = result, workers
 
-    def init_single_notebook_resources(self, notebook_filename):
-        resources = super().init_single_notebook_resources(notebook_filename)
+    def init_single_notebook_resources(self, notebook_filename: str) -> dict[str, Any]:
+        resources: dict[str, Any] = super().init_single_notebook_resources(notebook_filename)
         resources[RESULT] = self.result
         if self.workers is not None:
             resources[WORKERS] = self.workers
         return resources
 
-    def convert_single_notebook(self, notebook_filename):
+    def convert_single_notebook(self, notebook_filename: str) -> None:
         # As Autograde's, minus `utils.setenv(NBGRADER_EXECUTION=...)`: nbgrader 0.9.6's setenv deletes
         # the variable afterwards, under the feet of other threads. `grade_class` sets it for the run.
         self._sanitizing = True
@@ -62,7 +64,7 @@ class CourseAutograde(Autograde):
             self._sanitizing = True
 
 
-def grading_config(cfg) -> Config:
+def grading_config(cfg: Config) -> Config:
     """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`), naming
     likely mistakes from the course's catalogs."""
     cfg = copy.deepcopy(cfg)
@@ -72,7 +74,8 @@ def grading_config(cfg) -> Config:
     return cfg
 
 
-def grade_one(cfg, root, intake: Intake, scratch, force=False, sandboxed=True, workers=None) -> Outcome:
+def grade_one(cfg: Config, root: Path, intake: Intake, scratch: Path, force: bool = False, sandboxed: bool = True,
+              workers: Workers | None = None) -> Outcome:
     """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers`) and record
     it."""
     if workers is not None and workers.lost:
@@ -96,6 +99,7 @@ def grade_one(cfg, root, intake: Intake, scratch, force=False, sandboxed=True, w
                 return kept
     result = SubmissionResult(sandboxed=sandboxed)
     with TURN.held():
+        assert intake.folder is not None  # staged: it has no reason not to be graded
         cd = coursedir(cfg, a, s)
         cd.submitted_directory = str(intake.folder.parent.parent)
         cd.autograded_directory = str(scratch)
@@ -123,8 +127,9 @@ def grade_one(cfg, root, intake: Intake, scratch, force=False, sandboxed=True, w
     return graded
 
 
-def grade_class(cfg, intakes: list[Intake], jobs=1, force=False, progress=lambda done, total, outcome: None,
-                warn=print, preload=True, cluster="") -> list:
+def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool = False,
+                progress: Callable[[int, int, Outcome], object] = lambda done, total, outcome: None,
+                warn: Callable[[str], object] = print, preload: bool = True, cluster: str = "") -> list[Outcome]:
     """Autograde every staged submission of `intakes` (intake/staging.py); returns their Outcomes in input order. `progress(done, total, outcome)` is called as each one finishes.
 
     `preload`: kernels start as forks of a process that has imported torch and d2l (see isolation/preload.py);

@@ -52,6 +52,8 @@ class Cluster(Configurable):
 class ClusterLost(RuntimeError):
     """The scheduler went away, or a task's workers kept dying: the submission was not graded."""
 
+    graded: int | None = None  # submissions graded and recorded before it went (None: before grading began)
+
 
 class GradingWorker(WorkerPlugin):
     """A Dask worker plugin: the sandbox settings and a zygote of preloaded kernels for the worker's life.

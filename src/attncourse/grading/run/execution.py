@@ -127,8 +127,8 @@ class Instructor:
 def review(result: SubmissionResult, nb: NotebookNode, instructor: Instructor) -> None:
     """Fill `result` with the review holds of the student's code, the test cells each could affect (those that
     run after it), and the notes."""
-    tests = [(index, grade_id(cell)) for index, cell in enumerate(nb.cells)
-             if cell.cell_type == "code" and grade_id(cell) in instructor.tests]
+    tests = [(index, gid) for index, cell in enumerate(nb.cells)
+             if cell.cell_type == "code" and (gid := grade_id(cell)) is not None and gid in instructor.tests]
     for finding in flags.findings(instructor.student_cells(nb), instructor.imports):
         if finding.holds(result.sandboxed):
             result.flags.append(str(finding))

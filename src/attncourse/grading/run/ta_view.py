@@ -8,6 +8,7 @@
   the cell, the line and the line itself.
 """
 import html
+from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
@@ -22,7 +23,7 @@ STUDENT_RUN = "—— 学生提交前自己运行得到的输出（{when}）：�
 GRADER_RUN = "—— 评分时运行这个单元格得到的输出（学生提交的 notebook 中这里没有输出）——\n"
 
 
-def show_one_run(nb, when: str) -> None:
+def show_one_run(nb: NotebookNode, when: str) -> None:
     """Each code cell that is not a test shows one run, labelled: the student's own outputs where the student ran
     it (`when`: the submission's time), else the grader's."""
     for cell in nb.cells:
@@ -44,7 +45,7 @@ def show_one_run(nb, when: str) -> None:
                 cell.outputs.append(new_output("stream", name="stdout", text=str(item.get("text/plain", ""))))
 
 
-def banner(nb, result: SubmissionResult, assignment: str, student: str) -> NotebookNode:
+def banner(nb: NotebookNode, result: SubmissionResult, assignment: str, student: str) -> NotebookNode:
     """A markdown cell for the TA listing the holds, each with the line it is about (escaped: inert)."""
     items = []
     for cell, line, text in result.review_lines:
@@ -58,10 +59,11 @@ def banner(nb, result: SubmissionResult, assignment: str, student: str) -> Noteb
             f"<p>复核：<code>course review {html.escape(assignment)} {html.escape(student)} --accept</code>（计入）"
             "或 <code>--reject</code>（记 0 分）；也可以在下面这些测试单元格中逐个给分（复核前记 0 分，给满分即计入），"
             "复核人和时间都会记录。</p>")
-    return new_markdown_cell(body, metadata={"tags": [TA_ONLY]})
+    note: NotebookNode = new_markdown_cell(body, metadata={"tags": [TA_ONLY]})
+    return note
 
 
-def prepare(path, result: SubmissionResult, assignment: str, student: str, when: str) -> None:
+def prepare(path: str | Path, result: SubmissionResult, assignment: str, student: str, when: str) -> None:
     nb = nbformat.read(path, as_version=4)
     sanitize_notebook(nb)
     show_one_run(nb, when)
