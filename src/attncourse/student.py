@@ -8,6 +8,7 @@ package) without its news pop-up, and lets a traceback line be 240 characters wi
 commands it runs print (English, with terminal colours) is shown only if one of them fails.
 """
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -62,22 +63,25 @@ def write_settings(prefix=None):
     settings = json.loads(overrides.read_text(encoding="utf-8")) if overrides.exists() else {}
     overrides.parent.mkdir(parents=True, exist_ok=True)
     overrides.write_text(json.dumps({**settings, **LAB_SETTINGS}, ensure_ascii=False, indent=1), encoding="utf-8")
+    server = prefix / "etc" / "jupyter" / "jupyter_server_config.d" / "attncourse.validate.json"
+    server.parent.mkdir(parents=True, exist_ok=True)  # what a package with a server extension installs
+    server.write_text(json.dumps({"ServerApp": {"jpserver_extensions": {"attncourse.validate": True}}}, indent=1))
     shutil.copytree(VALIDATE_EXTENSION, prefix / "share" / "jupyter" / "labextensions" / VALIDATE_EXTENSION.name,
                     dirs_exist_ok=True)
 
 
 def _quietly(*command):
-    """Run `python -m <command>`; its output (English, coloured) is shown only if it fails."""
+    """Run `python -m <command>`; its output (English) is shown, without terminal colours, only if it fails."""
     done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True)
     if done.returncode:
-        sys.exit(f"设置失败：python -m {' '.join(command)}\n{done.stdout}{done.stderr}")
+        output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+        sys.exit(f"设置失败：python -m {' '.join(command)}\n{output}")
 
 
 def main():
     _quietly("jupyterlab.labextensions", "disable", "--level=sys_prefix", *INSTRUCTOR_PLUGINS)
     for extension in INSTRUCTOR_SERVER_EXTENSIONS:
         _quietly("jupyter_server.extension.serverextension", "disable", "--sys-prefix", extension)
-    _quietly("jupyter_server.extension.serverextension", "enable", "--sys-prefix", "attncourse.validate")
     left = still_on()
     if left:
         sys.exit(f"未能关闭：{'、'.join(left)}（是否已在这个环境中安装了作业包里的 attncourse？）")

@@ -29,15 +29,15 @@ MESSAGE_WIDTH = 160  # characters of each line
 
 
 def questions(nb) -> list:
-    """[{"title", "answers": [cells], "tests": [cells], "written": bool}] in the notebook's order: a question is an
-    answer cell (nbgrader solution cell) with the test cells after it, titled by the `## ` heading above it."""
+    """[{"title", "answers": [cells], "tests": [cells], "written": bool}] in the notebook's order: a question is the
+    answer cells (nbgrader solution cells) under one `## ` heading with the test cells after them."""
     found, title = [], None
     for cell in nb.cells:
         if cell.cell_type == "markdown" and not utils.is_solution(cell):
             title = (HEADING.findall(cell.source) or [title])[0]
         elif utils.is_solution(cell):
             name = title or cell.metadata.nbgrader.get("grade_id", "")
-            if not found or found[-1]["title"] != name or found[-1]["tests"]:
+            if not found or found[-1]["title"] != name:
                 found.append({"title": name, "answers": [], "tests": [], "written": cell.cell_type == "markdown"})
             found[-1]["answers"].append(cell)
             if utils.is_grade(cell):
@@ -70,10 +70,13 @@ def verdict(question) -> tuple:
     if question["written"]:
         score, _ = utils.determine_grade(question["answers"][0])
         return (UNANSWERED, []) if score == 0 else ("已作答（人工评分，这里不检查）", [])
-    errors = [_error(cell) for cell in question["answers"]]
-    if any(e and e["ename"] == "NotImplementedError" for e in errors):
+    code = [cell for cell in question["answers"] if cell.cell_type == "code"]
+    errors = {cell.metadata.nbgrader["grade_id"]: _error(cell) for cell in code}
+    not_done = [name for name, e in errors.items() if e and e["ename"] == "NotImplementedError"]
+    if len(not_done) == len(code):
         return UNANSWERED, []
-    messages = [f"你的代码运行出错：{_short(e)}" for e in errors if e]
+    messages = [f"{name}：还没有作答" if name in not_done else f"{name}：你的代码运行出错：{_short(e)}"
+                for name, e in errors.items() if e]
     for test in question["tests"]:
         error = _error(test)
         if error:
