@@ -125,7 +125,7 @@ def test_the_student_setup_widens_validate_and_sets_chinese(tmp_path):
     assert (button / "static" / "remoteEntry.js").is_file()
 
 
-@pytest.mark.parametrize("figure", [None, "../img/scoring-masking.svg"])
+@pytest.mark.parametrize("figure", [None, "../../img/scoring-masking.svg"])
 def test_the_bundle_readme_names_only_what_the_zip_holds(tmp_path, monkeypatch, figure):
     """Every path the hand-out's README names (its list of files and its commands) is in the zip, and everything
     in the zip is in that list: `img/` only when a notebook shows a figure."""
@@ -136,12 +136,11 @@ def test_the_bundle_readme_names_only_what_the_zip_holds(tmp_path, monkeypatch, 
     aid = "a1_scoring"
     root = copy_course(tmp_path / "course")
     (root / release.RECORD).write_text(json.dumps({aid: {}}))
+    (root / "constraints.txt").write_bytes((ROOT / "constraints.txt").read_bytes())
     if figure:
         nb = nbformat.read(root / "release" / aid / "scoring.ipynb", as_version=4)
         next(c for c in nb.cells if c.cell_type == "markdown").source += f"\n\n![掩蔽]({figure})"
         nbformat.write(nb, root / "release" / aid / "scoring.ipynb")
-        (root / "img").mkdir(exist_ok=True)
-        (root / "img" / "scoring-masking.svg").write_bytes((ROOT / "img" / "scoring-masking.svg").read_bytes())
 
     def wheel(_, out_dir):  # the real wheel takes a pip run; the README only needs its name
         path = Path(out_dir) / "attncourse-0.1.0-py3-none-any.whl"
