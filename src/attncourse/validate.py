@@ -73,7 +73,7 @@ def verdict(question) -> tuple:
     code = [cell for cell in question["answers"] if cell.cell_type == "code"]
     errors = {cell.metadata.nbgrader["grade_id"]: _error(cell) for cell in code}
     not_done = [name for name, e in errors.items() if e and e["ename"] == "NotImplementedError"]
-    if len(not_done) == len(code):
+    if code and len(not_done) == len(code):
         return UNANSWERED, []
     messages = [f"{name}：还没有作答" if name in not_done else f"{name}：你的代码运行出错：{_short(e)}"
                 for name, e in errors.items() if e]
