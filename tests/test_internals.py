@@ -11,7 +11,7 @@ from importlib.metadata import version
 import pytest
 
 PINNED = {"nbgrader": "0.9.6", "nbclient": "0.11.0", "jupyter_client": "8.10.0", "nbconvert": "7.17.2",
-          "ipykernel": "7.4.0", "distributed": "2026.8.0"}
+          "ipykernel": "7.4.0", "distributed": "2026.8.0", "jupyterlab": "4.6.6"}
 
 # (object, what relies on it, sha256 of its source, first 16 hex digits)
 INTERNALS = [
@@ -74,6 +74,16 @@ INTERNALS = [
     ("distributed.client:Client._register_worker_plugin",
      "grading/run/cluster.py: a worker whose GradingWorker.setup failed (no sandbox) stops `course grade` here",
      "DASK_REGISTER"),
+    ("nbgrader.apps.validateapp:ValidateApp.start",
+     "validate.py use_in_nbgrader: `nbgrader validate` builds its module's `Validator` and calls validate_and_print",
+     "VALIDATE_START"),
+    ("nbgrader.validator:Validator.validate",
+     "validate.py CourseValidator.report: it runs _preprocess and returns type_changed / changed", "VALIDATE"),
+    ("nbgrader.validator:Validator._preprocess",
+     "validate.py CourseValidator keeps the executed notebook it returns", "VALIDATE_PREPROCESS"),
+    ("nbgrader.server_extensions.validate_assignment.handlers:ValidateAssignmentHandler.load_config",
+     "validate.py: the course's Validate button reads nbgrader's config as nbgrader's own button does",
+     "VALIDATE_CONFIG"),
     ("distributed.worker:Worker.plugin_add",
      "grading/run/cluster.py GradingWorker.setup is awaited with the worker, whose `plugins` and `state.nthreads` it "
      "reads", "DASK_PLUGIN_ADD"),
@@ -130,6 +140,10 @@ FINGERPRINTS = {
     "FG_MANAGE_SUBMISSIONS": "9aed54a816af7993",
     "FG_RENDER": "be17584c70850a3f",
     "FG_API": "5db811d72133f57e",
+    "VALIDATE_START": "6c8419d8567523d7",
+    "VALIDATE": "a34e58827bc65ffe",
+    "VALIDATE_PREPROCESS": "ca1c6e172237f38c",
+    "VALIDATE_CONFIG": "82a4dc81cf5e0852",
 }
 
 
@@ -188,3 +202,18 @@ def test_formgrader_calls_nbconverts_mathjax_macro_with_its_cdn_default():
     assert CDN_MATHJAX in macro.read_text(encoding="utf-8"), f"{macro} no longer defaults to {CDN_MATHJAX}"
     formgrade = Path(handlers.template_path) / "formgrade" / "index.html.j2"
     assert "{{ mathjax() }}" in formgrade.read_text(encoding="utf-8"), f"{formgrade} calls mathjax() differently"
+
+
+def test_jupyterlab_loads_prebuilt_extensions_as_the_course_validate_button_expects():
+    """labextension/attncourse-validate/static/remoteEntry.js is a module-federation container written by hand:
+    JupyterLab's bootstrap calls its init(share scope) and get('./extension'), and it takes @jupyterlab/apputils,
+    @jupyterlab/services and @lumino/widgets from that scope."""
+    import json
+    import sys
+    from pathlib import Path
+    static = Path(sys.prefix) / "share" / "jupyter" / "lab" / "static"
+    assert "await container.init(__webpack_share_scopes__.default)" in (static / "bootstrap.js").read_text()
+    assert "await window._JUPYTERLAB[scope].get(module)" in (static / "index.out.js").read_text()
+    singletons = json.loads((static / "package.json").read_text())["jupyterlab"]["singletonPackages"]
+    for name in ("@jupyterlab/apputils", "@jupyterlab/services", "@lumino/widgets"):
+        assert name in singletons, f"{name} is no longer one of JupyterLab's shared singletons"

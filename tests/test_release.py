@@ -1,6 +1,7 @@
 """Student versions: exactly nbgrader's output, and nothing secret in them or in the helper package."""
 import ast
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -113,5 +114,51 @@ def test_the_student_setup_widens_validate_and_sets_chinese(tmp_path):
     message = "    AssertionError: " + "有效长度之外的权重应为 0" * 8
     assert validator.width == VALIDATE_WIDTH and validator._indent(message).strip() == message.strip()
     assert (tmp_path / "etc" / "jupyter" / "nbgrader_config.py").read_text().count("Validator.width") == 1
+    assert (tmp_path / "etc" / "jupyter" / "nbgrader_config.py").read_text().count("use_in_nbgrader()") == 1
     overrides = json.loads((tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json").read_text())
     assert overrides["@jupyterlab/translation-extension:plugin"]["locale"] == "zh_CN"
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    server = json.loads((tmp_path / "etc" / "jupyter" / "jupyter_server_config.d" / "attncourse.validate.json")
+                        .read_text())
+    assert server["ServerApp"]["jpserver_extensions"] == {"attncourse.validate": True}
+    button = tmp_path / "share" / "jupyter" / "labextensions" / "attncourse-validate"
+    assert json.loads((button / "package.json").read_text())["jupyterlab"]["_build"]["load"] == "static/remoteEntry.js"
+    assert (button / "static" / "remoteEntry.js").is_file()
+
+
+@pytest.mark.parametrize("figure", [None, "../../img/scoring-masking.svg"])
+def test_the_bundle_readme_names_only_what_the_zip_holds(tmp_path, monkeypatch, figure):
+    """Every path the hand-out's README names (its list of files and its commands) is in the zip, and everything
+    in the zip is in that list: `img/` only when a notebook shows a figure."""
+    import json
+    import zipfile
+
+    from attncourse.grading.release import bundle
+    aid = "a1_scoring"
+    root = copy_course(tmp_path / "course")
+    (root / release.RECORD).write_text(json.dumps({aid: {}}))
+    (root / "constraints.txt").write_bytes((ROOT / "constraints.txt").read_bytes())
+    if figure:
+        nb = nbformat.read(root / "release" / aid / "scoring.ipynb", as_version=4)
+        next(c for c in nb.cells if c.cell_type == "markdown").source += f"\n\n![掩蔽]({figure})"
+        nbformat.write(nb, root / "release" / aid / "scoring.ipynb")
+
+    def wheel(_, out_dir):  # the real wheel takes a pip run; the README only needs its name
+        path = Path(out_dir) / "attncourse-0.1.0-py3-none-any.whl"
+        zipfile.ZipFile(path, "w").close()
+        return path
+    monkeypatch.setattr(bundle, "wheel", wheel)
+    with zipfile.ZipFile(bundle.build(root, aid)) as z:
+        held = {n.split("/", 1)[1] for n in z.namelist()}
+        readme = z.read(f"{aid}/README.md").decode()
+    folders = {n.split("/")[0] + "/" for n in held if "/" in n}
+    named = {p for p in re.findall(r"`([^`\s]+)`", readme) + re.findall(r"\s(\S+\.(?:whl|txt|ipynb))\b", readme)
+             if re.fullmatch(r"[\w.\-/]+", p) and not p.startswith((".venv", "-")) and ("/" in p or "." in p[1:])
+             and re.search(r"[A-Za-z]", p)}
+    assert f"{aid}/" in named and "constraints.txt" in named and f"{aid}/scoring.ipynb" in named, named
+    missing = {p for p in named if p not in held and p not in folders}
+    assert not missing, f"the README names what the zip lacks: {missing}"
+    listed = set(re.findall(r"^- `([^`]+)`", readme, re.M))
+    assert listed == {n for n in held if "/" not in n} | folders, (listed, held)
+    assert ("img/" in listed) == bool(figure)
+    assert "{" not in readme, "a placeholder was left"

@@ -103,16 +103,17 @@ class Browser:
 
 
 @contextlib.contextmanager
-def jupyterlab(root_dir: str | os.PathLike[str], token: str = "", extra: Iterable[str] = ()) -> Iterator[str]:
+def jupyterlab(root_dir: str | os.PathLike[str], token: str = "", extra: Iterable[str] = (),
+               python: str = sys.executable, env: dict[str, str] | None = None) -> Iterator[str]:
     """Serve `root_dir` with JupyterLab (a free port) and yield its URL; decks open in RISE at
     `<url>/rise/<path>`, formgrader at `<url>/formgrader`. JupyterLab writes checkpoints next to what it opens,
-    so serve a scratch copy."""
+    so serve a scratch copy. `python` and `env`: another environment's JupyterLab (a student's)."""
     port, home = free_port(), tempfile.mkdtemp(prefix="lab-")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",
+    proc = subprocess.Popen([python, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--allow-root",
                              f"--ServerApp.token={token}", "--ServerApp.password=",
                              f"--ServerApp.root_dir={root_dir}", *extra],
                             cwd=root_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "JUPYTER_RUNTIME_DIR": home})
+                            env={**os.environ, **(env or {}), "JUPYTER_RUNTIME_DIR": home})
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):

@@ -57,8 +57,21 @@ def contents(root: Path, assignment: str, scratch: str | os.PathLike[str]) -> di
         files["constraints.txt"] = constraints.read_bytes()
     files["README.md"] = README.read_text(encoding="utf-8").format(
         title=settings(root)["course"]["name"], assignment=assignment, wheel=built.name,
-        notebooks="、".join(nb.name for nb in notebooks), first_notebook=notebooks[0].name).encode()
+        contents=listing(files, assignment), first_notebook=notebooks[0].name).encode()
     return files
+
+
+def listing(files: Mapping[str, bytes], assignment: str) -> str:
+    """The README's list of what the hand-out holds, made from the files themselves (README.md included)."""
+    notebooks = sorted(n.split("/", 1)[1] for n in files if n.startswith(f"{assignment}/"))
+    figures = sorted({n.split("/", 1)[0] for n in files if "/" in n and not n.startswith(f"{assignment}/")})
+    lines = [f"- `{assignment}/`：作业 notebook（{'、'.join(notebooks)}）"]
+    lines += [f"- `{folder}/`：notebook 用到的图" for folder in figures]
+    lines += [f"- `{n}`：课程的辅助包 `attncourse`（画图、中文字体、设备选择、中文的 Validate），安装时会一并装上 "
+              "PyTorch、d2l、JupyterLab（含中文界面）和 nbgrader" for n in files if n.endswith(".whl")]
+    if "constraints.txt" in files:
+        lines.append("- `constraints.txt`：与评分环境相同的版本号")
+    return "\n".join([*lines, "- `README.md`：本说明"])
 
 
 def leaks(root: str | os.PathLike[str], assignment: str, files: Mapping[str, bytes]) -> list[str]:
