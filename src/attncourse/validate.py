@@ -18,9 +18,9 @@ import re
 from typing import Any
 
 from nbconvert.filters import strip_ansi
+from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.validator import Validator
-from nbformat import NotebookNode
 from traitlets import Bool
 
 PASSED, FAILED, UNANSWERED = "通过", "未通过", "未作答"
