@@ -5,6 +5,7 @@ temporary folder (a Unix socket, no TCP); psycopg is the driver. Two `course gra
 share it at once, and the TA grades a written answer in formgrader (Chromium), which reads the same setting.
 """
 import csv
+import re
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -57,11 +58,16 @@ def _grades(db_url):
     return rows
 
 
+DECIDED_AT = re.compile(r"，\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # in the export's 说明
+
+
 def _table(path):
+    """The rows of a CSV the course wrote, with the times of review decisions left out (each course's TA decides
+    at its own moment)."""
     with open(path, encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     assert rows, f"{path} has no rows"
-    return rows
+    return [{k: "" if k == "reviewed_at" else DECIDED_AT.sub("", v) for k, v in row.items()} for row in rows]
 
 
 def _semester(root, zips, together):
