@@ -12,6 +12,7 @@ from nbclient import NotebookClient
 from nbconvert import SlidesExporter
 
 from .kernels import QuietKernel
+from .notebooks import SLIDE_SIZE
 
 
 class QuietClient(QuietKernel, NotebookClient):
@@ -51,7 +52,7 @@ def exporter():
     return SlidesExporter(
         template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
         reveal_url_prefix="vendor/reveal.js", reveal_theme="white", reveal_transition="none",
-        reveal_scroll=True, reveal_number="c/t", reveal_width="1280", reveal_height="800",
+        reveal_scroll=True, reveal_number="c/t", reveal_width=str(SLIDE_SIZE[0]), reveal_height=str(SLIDE_SIZE[1]),
         mathjax_url="vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="vendor/requirejs/require.js", jquery_url="vendor/jquery/dist/jquery.min.js",
         font_awesome_url="", embed_images=True)
@@ -114,7 +115,24 @@ MEASURE_JS = r"""(async () => {
       widest.push(cut(t.parentElement, range.getClientRects()));
     }
     return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom)),
-            cut: Math.max(0, ...widest)};
+            cut: Math.max(0, ...widest), ...fonts()};
+  };
+  // The smallest text of each kind as the eye sees it: the computed font size times the scale reveal.js draws
+  // the slide at (a CSS transform or zoom; the ratio of the slide's drawn width to its laid-out width holds both).
+  const fonts = () => {
+    const scale = slide.getBoundingClientRect().width / slide.offsetWidth, least = {body: null, code: null, table: null};
+    const texts = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT), range = document.createRange();
+    for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+      const el = t.parentElement;
+      if (!t.textContent.trim() || el.closest('.MathJax_CHTML, .MathJax, mjx-container, svg')) continue;
+      range.selectNodeContents(t);
+      if (![...range.getClientRects()].some(r => r.width > 0)) continue;  // not drawn
+      const kind = el.closest('td, th') ? 'table' : el.closest('pre, code, .cm-content') ? 'code'
+                   : el.closest('p, li') ? 'body' : null;
+      const px = parseFloat(getComputedStyle(el).fontSize) * scale;
+      if (kind && (least[kind] === null || px < least[kind])) least[kind] = Math.round(px * 10) / 10;
+    }
+    return least;
   };
   const ready = () => {
     const math = [...slide.querySelectorAll('.MathJax_CHTML')];
@@ -128,9 +146,15 @@ MEASURE_JS = r"""(async () => {
     [last, now] = ready() ? [now, measure()] : [null, null];
   }
   const heading = slide.querySelector('h1, h2, h3');
-  return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").trim() : "", ...(now || measure()),
-                         width: window.innerWidth, viewport: window.innerHeight});
+  return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").replace(/\s+/g, " ").trim() : "", ...(now || measure()),
+                         width: window.innerWidth, viewport: window.innerHeight,
+                         frame: document.querySelector('.reveal .slides').getBoundingClientRect().height});
 })()"""
+
+
+# The smallest text legible from the back row of a lecture hall, in screen px at 1280×800 (issue 28).
+LEGIBLE_PX = {"body": 22, "code": 20, "table": 18}
+KIND_NAMES = {"body": "正文", "code": "代码", "table": "表格"}
 
 
 @dataclass
@@ -144,6 +168,10 @@ class SlideFit:
     cut: float  # px of text or picture cut off (or scrolled out of sight) at the right
     width: int
     viewport: int
+    frame: float  # drawn height of the slide area
+    body: float | None = None  # smallest font size on screen (px) of paragraph and list text,
+    code: float | None = None  # of code (input and output),
+    table: float | None = None  # and of table cells; None where the slide has none
 
     @property
     def height(self):
@@ -153,9 +181,26 @@ class SlideFit:
     def fits(self):
         return self.top >= 0 and self.bottom <= self.viewport and self.cut <= 1
 
+    @property
+    def too_small(self):
+        """{kind: px} of the text kinds drawn smaller than `LEGIBLE_PX`."""
+        return {k: getattr(self, k) for k, least in LEGIBLE_PX.items()
+                if getattr(self, k) is not None and getattr(self, k) < least}
+
+    @property
+    def ok(self):
+        return self.fits and not self.too_small
+
     def __str__(self):
-        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px"
-                f"（屏幕 {self.width}×{self.viewport}）")
+        sizes = "，".join(f"{KIND_NAMES[k]} {getattr(self, k):g} px" for k in LEGIBLE_PX if getattr(self, k) is not None)
+        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px，"
+                f"最小字号 {sizes or '无文字'}（屏幕 {self.width}×{self.viewport}）")
+
+
+def smallest(fits):
+    """{kind: smallest px over `fits`} for each kind of text they hold."""
+    return {k: min(v for f in fits if (v := getattr(f, k)) is not None)
+            for k in LEGIBLE_PX if any(getattr(f, k) is not None for f in fits)}
 
 
 def open_deck(browser, url, timeout=90):
@@ -179,7 +224,7 @@ def walk(browser, url, deck, shots=None, failing_only=False, settle=0.05):
             browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
             browser.wait(settle)
             fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS))))
-            if shots and not (failing_only and fits[-1].fits):
+            if shots and not (failing_only and fits[-1].ok):
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 browser.screenshot(Path(shots) / f"{Path(deck).name}-{h:02d}-{v}.png")
     return fits
