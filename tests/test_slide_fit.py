@@ -28,14 +28,17 @@ def _slide(source, slide_type="slide"):
 
 def synthetic_deck():
     """Five slides: short; a list far taller than the screen; a short slide whose code fragment prints
-    60 lines; a code line far wider than the screen; a footnote in small print."""
+    60 lines; a table far wider than the screen; a footnote in small print."""
     long_output = new_code_cell("for i in range(60): print(i)", metadata={"slideshow": {"slide_type": "fragment"}},
                                 outputs=[new_output("stream", name="stdout", text="".join(f"{i}\n" for i in range(60)))])
+    # Code lines wrap on the slides; a table of unbreakable numbers cannot.
+    wide_table = new_code_cell("wide", outputs=[new_output("execute_result", execution_count=1, data={
+        "text/html": "<table><tr>" + "".join(f"<td>{10 ** 6 + i}</td>" for i in range(60)) + "</tr></table>"})])
     return new_notebook(cells=[_slide("## 短的一页\n\n- 一行"),
                                _slide("## 太长的一页\n\n" + "".join(f"- 第 {i} 行\n" for i in range(40))),
                                _slide("## 片段里的长输出"), long_output,
-                               _slide("## 太宽的一行"), new_code_cell("x = " + " + ".join(["1"] * 80)),
-                               _slide("## 小字\n\n正文\n\n<small>脚注</small>")],
+                               _slide("## 太宽的表格"), wide_table,
+                               _slide("## 小字\n\n正文<sub>脚注</sub>")],
                         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
@@ -66,7 +69,7 @@ def test_fit_check_catches_slides_that_are_too_tall(pages, browser, view):
     assert fits[1].height > fits[1].viewport == 800 and fits[3].cut > 100
     # The same text size is measured in both views: JupyterLab's 14 px drawn 1.6× larger; small print is caught.
     assert fits[0].body == 22.4 and fits[0].code is None and not fits[0].too_small, fits[0]
-    assert fits[3].code == 20.8 and fits[3].body is None, fits[3]
+    assert fits[3].code == 20.8 and fits[3].table is not None, fits[3]
     assert set(fits[4].too_small) == {"body"} and fits[4].body < 20, fits[4]
 
 
