@@ -38,7 +38,7 @@ def synthetic_deck():
                                _slide("## 太长的一页\n\n" + "".join(f"- 第 {i} 行\n" for i in range(40))),
                                _slide("## 片段里的长输出"), long_output,
                                _slide("## 太宽的表格"), wide_table,
-                               _slide("## 小字\n\n正文<sub>脚注</sub>")],
+                               _slide("## 小字\n\n正文\n\n<p>正文<sub>脚注</sub></p>")],
                         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
 
 
