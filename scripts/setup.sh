@@ -53,14 +53,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# --- RISE's defaults for this environment: the lecture hall may have no network (the default theme asks Google
-#     Fonts before a deck's own settings apply), slides start at the top and are numbered ---
+# --- RISE's defaults for this environment, the decks' own settings (attncourse.notebooks.RISE): the lecture hall
+#     may have no network (the default theme asks Google Fonts before a deck's own settings apply), slides start at
+#     the top, are numbered, and are laid out at 768×480 and scaled to the screen (1.6× at 1280×800) ---
 .venv/bin/python - <<'PY'
 import json, pathlib, sys
+from attncourse.notebooks import RISE
 path = pathlib.Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
 settings = json.loads(path.read_text()) if path.exists() else {}
-settings["jupyterlab-rise:plugin"] = {"theme": "white", "center": False, "slideNumber": True, "transition": "none",
-                                      "scroll": True}
+settings["jupyterlab-rise:plugin"] = RISE
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(settings, indent=1))
 PY

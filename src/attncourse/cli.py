@@ -32,12 +32,18 @@ def cmd_screenshots(args: argparse.Namespace) -> int:
     from .slides import screenshots
     chosen = [d for d in decks(args.root) if not args.deck or d.stem in args.deck]
     out = args.out or args.root / "build" / "screenshots"
+    from .slides import KIND_NAMES, LEGIBLE_PX, smallest
     fits = screenshots(args.root, out, chosen)
-    too_tall = [f for f in fits if not f.fits]
     print(f"{len(fits)} 张幻灯片截图（1280×800）已写入 {out}/html/ 与 {out}/rise/")
-    for f in too_tall:
-        print(f"✘ 超出屏幕：{f}")
-    return 1 if too_tall else 0
+    for deck in dict.fromkeys(f.deck for f in fits):
+        least = smallest([f for f in fits if f.deck == deck])
+        print(f"  {deck}: 最小字号 " + "，".join(f"{KIND_NAMES[k]} {px:g} px" for k, px in least.items()))
+    bad = [f for f in fits if not f.ok]
+    for f in bad:
+        print(f"✘ {'超出屏幕' if not f.fits else '字太小'}：{f}")
+    if any(f.too_small for f in bad):
+        print("  后排可读的最小字号：" + "，".join(f"{KIND_NAMES[k]} {px} px" for k, px in LEGIBLE_PX.items()))
+    return 1 if bad else 0
 
 
 def cmd_build(args: argparse.Namespace) -> None:
@@ -114,7 +120,7 @@ def parser() -> argparse.ArgumentParser:
                    help="git 的清理过滤器：从标准输入读入 PATH 的内容，把整理后的内容写到标准输出")
     c.set_defaults(func=cmd_tidy)
     sub.add_parser("figures", help="重新生成 img/ 中的图").set_defaults(func=cmd_figures)
-    c = sub.add_parser("screenshots", help="为每张幻灯片截图（离线 HTML 与 RISE，1280×800），列出超出屏幕的幻灯片")
+    c = sub.add_parser("screenshots", help="为每张幻灯片截图（离线 HTML 与 RISE，1280×800），测量字号，列出超出屏幕或字太小的幻灯片")
     c.add_argument("--out", type=Path, default=None, help="截图目录（默认 build/screenshots）")
     c.add_argument("deck", nargs="*", help="只截这些讲义（文件名去掉 .ipynb），默认全部")
     c.set_defaults(func=cmd_screenshots)

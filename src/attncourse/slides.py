@@ -16,6 +16,7 @@ from nbconvert import SlidesExporter
 from nbformat import NotebookNode
 
 from .kernels import QuietKernel
+from .notebooks import SLIDE_SIZE
 
 if TYPE_CHECKING:
     from .browser import Browser
@@ -60,7 +61,7 @@ def exporter() -> SlidesExporter:
     return SlidesExporter(
         template_name="course_reveal", extra_template_basedirs=[str(TEMPLATES)],
         reveal_url_prefix="vendor/reveal.js", reveal_theme="white", reveal_transition="none",
-        reveal_scroll=True, reveal_number="c/t", reveal_width="1280", reveal_height="800",
+        reveal_scroll=True, reveal_number="c/t", reveal_width=str(SLIDE_SIZE[0]), reveal_height=str(SLIDE_SIZE[1]),
         mathjax_url="vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="vendor/requirejs/require.js", jquery_url="vendor/jquery/dist/jquery.min.js",
         font_awesome_url="", embed_images=True)
@@ -124,7 +125,24 @@ MEASURE_JS = r"""(async () => {
       widest.push(cut(t.parentElement, range.getClientRects()));
     }
     return {top: Math.min(...rects.map(r => r.top)), bottom: Math.max(...rects.map(r => r.bottom)),
-            cut: Math.max(0, ...widest)};
+            cut: Math.max(0, ...widest), ...fonts()};
+  };
+  // The smallest text of each kind as the eye sees it: the computed font size times the scale reveal.js draws
+  // the slide at (a CSS transform or zoom; the ratio of the slide's drawn width to its laid-out width holds both).
+  const fonts = () => {
+    const scale = slide.getBoundingClientRect().width / slide.offsetWidth, least = {body: null, code: null, table: null};
+    const texts = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT), range = document.createRange();
+    for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+      const el = t.parentElement;
+      if (!t.textContent.trim() || el.closest('.MathJax_CHTML, .MathJax, mjx-container, svg')) continue;
+      range.selectNodeContents(t);
+      if (![...range.getClientRects()].some(r => r.width > 0)) continue;  // not drawn
+      const kind = el.closest('td, th') ? 'table' : el.closest('pre, code, .cm-content') ? 'code'
+                   : el.closest('p, li') ? 'body' : null;
+      const px = parseFloat(getComputedStyle(el).fontSize) * scale;
+      if (kind && (least[kind] === null || px < least[kind])) least[kind] = Math.round(px * 10) / 10;
+    }
+    return least;
   };
   const ready = () => {
     const math = [...slide.querySelectorAll('.MathJax_CHTML')];
@@ -138,9 +156,15 @@ MEASURE_JS = r"""(async () => {
     [last, now] = ready() ? [now, measure()] : [null, null];
   }
   const heading = slide.querySelector('h1, h2, h3');
-  return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").trim() : "", ...(now || measure()),
-                         width: window.innerWidth, viewport: window.innerHeight});
+  return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").replace(/\s+/g, " ").trim() : "", ...(now || measure()),
+                         width: window.innerWidth, viewport: window.innerHeight,
+                         frame: document.querySelector('.reveal .slides').getBoundingClientRect().height});
 })()"""
+
+
+# The smallest text legible from the back row of a lecture hall, in screen px at 1280×800 (issue 28).
+LEGIBLE_PX = {"body": 22, "code": 20, "table": 18}
+KIND_NAMES = {"body": "正文", "code": "代码", "table": "表格"}
 
 
 @dataclass
@@ -154,6 +178,10 @@ class SlideFit:
     cut: float  # px of text or picture cut off (or scrolled out of sight) at the right
     width: int
     viewport: int
+    frame: float  # drawn height of the slide area
+    body: float | None = None  # smallest font size on screen (px) of paragraph and list text,
+    code: float | None = None  # of code (input and output),
+    table: float | None = None  # and of table cells; None where the slide has none
 
     @property
     def height(self) -> int:
@@ -163,9 +191,26 @@ class SlideFit:
     def fits(self) -> bool:
         return self.top >= 0 and self.bottom <= self.viewport and self.cut <= 1
 
+    @property
+    def too_small(self) -> dict[str, float]:
+        """{kind: px} of the text kinds drawn smaller than `LEGIBLE_PX`."""
+        return {k: getattr(self, k) for k, least in LEGIBLE_PX.items()
+                if getattr(self, k) is not None and getattr(self, k) < least}
+
+    @property
+    def ok(self) -> bool:
+        return self.fits and not self.too_small
+
     def __str__(self) -> str:
-        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px"
-                f"（屏幕 {self.width}×{self.viewport}）")
+        sizes = "，".join(f"{KIND_NAMES[k]} {getattr(self, k):g} px" for k in LEGIBLE_PX if getattr(self, k) is not None)
+        return (f"{self.deck} {self.h}/{self.v} “{self.title}”: 高 {self.height} px，右侧截断 {round(self.cut)} px，"
+                f"最小字号 {sizes or '无文字'}（屏幕 {self.width}×{self.viewport}）")
+
+
+def smallest(fits: list["SlideFit"]) -> dict[str, float]:
+    """{kind: smallest px over `fits`} for each kind of text they hold."""
+    return {k: min(v for f in fits if (v := getattr(f, k)) is not None)
+            for k in LEGIBLE_PX if any(getattr(f, k) is not None for f in fits)}
 
 
 def open_deck(browser: "Browser", url: str, timeout: float = 90) -> None:
@@ -190,7 +235,7 @@ def walk(browser: "Browser", url: str, deck: str, shots: PathLike | None = None,
             browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
             browser.wait(settle)
             fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS))))
-            if shots and not (failing_only and fits[-1].fits):
+            if shots and not (failing_only and fits[-1].ok):
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 browser.screenshot(Path(shots) / f"{Path(deck).name}-{h:02d}-{v}.png")
     return fits
