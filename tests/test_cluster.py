@@ -86,8 +86,8 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
     course(local, "grade", UNIT, "--jobs", "2")
     expected = _graded(local)
     assert len(expected) == STUDENTS
-    assert any(record.get("diagnoses") for record, _ in expected.values()), "no diagnosis in the class"
-    assert expected["s99_held"][0]["flags"] and expected["s99_held"][0]["held"]
+    assert any(record.diagnoses for record, _ in expected.values()), "no diagnosis in the class"
+    assert expected["s99_held"][0].flags and expected["s99_held"][0].held
 
     remote = copy_course(tmp_path / "cluster")
     with open(remote / "nbgrader_config.py", "a", encoding="utf-8") as f:

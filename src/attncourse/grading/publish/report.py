@@ -224,7 +224,7 @@ def describe(o: Outcome) -> str:
     """One line of `course grade`'s progress for a finished submission."""
     head = f"{o.assignment:14s} {for_terminal(o.student, 64):18s}"
     if o.status.has_score:
-        mark = "⚠" if o.withheld else "✔" if o.status == Status.GRADED else "＝"
+        mark = "＝" if o.status == Status.KEPT else "⚠" if o.withheld else "✔"
         score = held_text(o) if o.withheld else f"{o.score:g}/{o.max_score:g}"
         manual = f"（{o.pending:g} 分待人工评分）" if o.pending else ""
         why = f"  待复核：{for_terminal('；'.join(o.flags))}" if o.withheld else ""
