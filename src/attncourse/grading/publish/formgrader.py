@@ -81,8 +81,8 @@ def _local_math(write: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(write)
     def wrapped(self: Any, chunk: Any) -> None:
         if isinstance(chunk, str):
-            chunk = chunk.replace(CDN_MATHJAX, url_path_join(self.base_url or "/", LOCAL_MATHJAX,
-                                                             "MathJax.js?config=TeX-AMS_CHTML-full,Safe"))
+            query = CDN_MATHJAX.partition("?")[2]  # the same configuration, from the course's copy
+            chunk = chunk.replace(CDN_MATHJAX, url_path_join(self.base_url or "/", LOCAL_MATHJAX, f"MathJax.js?{query}"))
         write(self, chunk)
     return wrapped
 
