@@ -83,17 +83,16 @@ def counted(submission: SubmittedAssignment, record: Record | None) -> Scores:
     cells: dict[str, tuple[float, float]] = {}
     pending = withheld = 0.0
     held = record.held if record else {}
-    tests = {id(grade) for _, grade in _test_grades(submission)}
     for nb in submission.notebooks:
+        solutions = {c.name for c in nb.notebook.solution_cells}
         for grade in nb.grades:
-            name = grade.cell.name
-            waiting = _waits(grade)
-            if id(grade) in tests and waiting and name in held:
+            name, waiting, test = grade.cell.name, _waits(grade), is_test_grade(grade, solutions)
+            if test and waiting and name in held:
                 withheld += held[name]
                 cells[name] = (held[name], grade.max_score)
                 continue
             cells[name] = (grade.score or 0.0, grade.max_score)
-            if waiting and id(grade) not in tests:
+            if waiting and not test:
                 pending += grade.max_score
     return Scores(submission.score, submission.max_score, cells, pending, withheld)
 
