@@ -5,7 +5,6 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 import seaborn as sns
-import torch
 
 from .fonts import setup_cjk_font
 
@@ -36,6 +35,7 @@ def show_heatmaps(matrices: Any, xlabel: str = "键", ylabel: str = "查询", ti
     `matrices` has shape (rows, cols, queries, keys), as in `d2l.show_heatmaps`; `titles` names each
     column. Returns the matplotlib figure.
     """
+    import torch  # here: `course report` uses this module's style without torch
     use_course_style()
     matrices = torch.as_tensor(matrices).detach().float().cpu()
     if matrices.dim() != 4:

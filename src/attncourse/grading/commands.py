@@ -24,8 +24,6 @@ from .isolation.sandbox import SandboxUnavailable
 from .model import Outcome, Status
 from .publish import feedback, report
 from .release import student_version as release
-from .run import autograde
-from .run.cluster import Cluster, ClusterLost
 from .text import for_terminal
 
 
@@ -111,6 +109,7 @@ def grade(root: str | Path, ids: list[str] | None = None, student: str | None = 
     pairs = [p for p in submissions(submitted, ids) if student is None or p[1] == student] if submitted.is_dir() else []
     if not pairs:
         raise ToolchainError(f"{submitted} 中没有找到 {'、'.join(ids)} 的提交" + (f"（学生 {student}）" if student else ""))
+    from .run.cluster import Cluster, ClusterLost  # torch and Dask: imported by the commands that grade only
     cluster = Cluster(config=cfg).address if cluster is None else cluster
     step(f"自动评分 {len(pairs)} 份提交（" + (f"Dask 集群 {cluster}）" if cluster else f"{jobs} 个并行）"))
     start = time.time()
@@ -149,6 +148,7 @@ def grade(root: str | Path, ids: list[str] | None = None, student: str | None = 
 def grade_submissions(cfg: Config, pairs: list[tuple[str, str]], **options: Any) -> list[Outcome]:
     """Stage the submissions `pairs` [(assignment, student)] of the class folder (intake), then grade them (run);
     `options` as `autograde.grade_class` takes them."""
+    from .run import autograde
     with staging.class_staged(cfg, pairs) as intakes:
         return autograde.grade_class(cfg, intakes, **options)
 

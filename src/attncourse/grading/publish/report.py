@@ -6,15 +6,16 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import mistune
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
-from ...plotting import use_course_style
 from ..files import write_atomic
 from ..model import Outcome, Status
 from ..text import for_csv, for_markdown, for_terminal
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DECISION_ZH = {"accepted": "确认计入", "rejected": "记 0 分", "formgrader": "在 formgrader 中给分"}
 STATUS_ZH = {Status.GRADED: "已评分", Status.KEPT: "已评分（沿用）", Status.FAILED: "评分失败", Status.ERROR: "工具出错"}
@@ -70,9 +71,19 @@ def misconception_counts(items: Iterable[Outcome]) -> list[tuple[str, int]]:
     return sorted(((label, len(who)) for label, who in students.items()), key=lambda x: (-x[1], x[0]))
 
 
-def _histogram(scores: list[float], maximum: float, title: str, path: Path) -> None:
+def _figure(figsize: tuple[float, float]) -> "Figure":
+    """A figure in the course's style. matplotlib is imported here, when `course report` draws: the other
+    commands that use this module's text (`course grade`'s lines) start without it."""
+    from matplotlib.figure import Figure
+
+    from ...plotting import use_course_style
     use_course_style()
-    fig = Figure(figsize=(6, 3.2), layout="tight")
+    return Figure(figsize=figsize, layout="tight")
+
+
+def _histogram(scores: list[float], maximum: float, title: str, path: Path) -> None:
+    from matplotlib.ticker import MaxNLocator
+    fig = _figure((6, 3.2))
     ax = fig.subplots()
     bins = max(5, min(20, int(maximum) + 1))
     ax.hist(scores, bins=bins, range=(0, maximum), color="#c0392b", edgecolor="white")
@@ -82,9 +93,8 @@ def _histogram(scores: list[float], maximum: float, title: str, path: Path) -> N
 
 
 def _pass_rates(rates: dict[str, float], title: str, path: Path) -> None:
-    use_course_style()
     names = list(rates)
-    fig = Figure(figsize=(6.5, 0.35 * len(names) + 1.2), layout="tight")
+    fig = _figure((6.5, 0.35 * len(names) + 1.2))
     ax = fig.subplots()
     ax.barh(names, [rates[n] * 100 for n in names], color="#2c7fb8")
     ax.invert_yaxis()
