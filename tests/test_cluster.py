@@ -1,6 +1,7 @@
 """`course grade --cluster`: a class graded on a real Dask cluster on this machine (`dask scheduler` and two
 `dask worker` processes, started as an instructor would start them) into a PostgreSQL gradebook gets exactly the
-grades, holds, notes and diagnoses of local grading into SQLite. One worker is killed while it executes a submission, which is graded again on the
+grades, holds, notes, diagnoses and TA view (the autograded notebook formgrader shows: which run each cell shows,
+the hold banner) of local grading into SQLite. One worker is killed while it executes a submission, which is graded again on the
 other and recorded once; then the scheduler is killed: `course grade` stops with a clear message and keeps what
 was graded, and the next run, on a new cluster, grades only what is missing.
 """
@@ -17,7 +18,7 @@ from nbgrader.api import Gradebook
 from attncourse.grading.authoring.local_cluster import LocalCluster
 from attncourse.grading.authoring.variants import catalog_cases
 from attncourse.grading.cells import is_answer_cell
-from attncourse.grading.course import nbgrader_config
+from attncourse.grading.course import folders, nbgrader_config
 from attncourse.grading.records import read_record, records_dir
 
 from conftest import copy_course, course
@@ -52,8 +53,18 @@ def _write_class(root, students, name):
         nbformat.write(nb, folder / name)
 
 
+def _ta_view(root, student):
+    """What the TA reads of each cell of the autograded notebook: its source and the labels of the runs it shows
+    (the grader's numbers may differ in the last digit with the number of threads, the labels may not)."""
+    paths = sorted(folders(root).autograded(student, UNIT).glob("*.ipynb"))
+    assert paths, f"{student} has no autograded notebook"
+    return [[(c.cell_type, c.source, [o.get("text", "") for o in c.get("outputs", []) if o.get("text", "").startswith("——")])
+             for c in nbformat.read(p, as_version=4).cells] for p in paths]
+
+
 def _graded(root):
-    """{student: (record without timings, {cell: (auto score, needs manual grade)})} of every recorded student."""
+    """{student: (record without timings, {cell: (auto score, needs manual grade)}, TA view)} of every recorded
+    student."""
     found = {}
     with Gradebook(nbgrader_config(root).CourseDirectory.db_url) as gb:
         for path in sorted((records_dir(root) / UNIT).glob("*.json")):
@@ -61,7 +72,7 @@ def _graded(root):
             record = read_record(root, UNIT, student)
             cells = {g.cell.name: (g.auto_score, g.needs_manual_grade)
                      for nb in gb.find_submission(UNIT, student).notebooks for g in nb.grades}
-            found[student] = (record, cells)
+            found[student] = (record, cells, _ta_view(root, student))
     return found
 
 
@@ -86,7 +97,9 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
     course(local, "grade", UNIT, "--jobs", "2")
     expected = _graded(local)
     assert len(expected) == STUDENTS
-    assert any(record.diagnoses for record, _ in expected.values()), "no diagnosis in the class"
+    assert any(record.diagnoses for record, _, _ in expected.values()), "no diagnosis in the class"
+    assert any(labels for _, _, views in expected.values() for view in views for _, _, labels in view), \
+        "the TA view labels no run"
     assert expected["s99_held"][0].flags and expected["s99_held"][0].held
 
     remote = copy_course(tmp_path / "cluster")

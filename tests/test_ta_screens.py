@@ -1,5 +1,5 @@
-"""The TA's screens, opened in Chromium as a TA opens them, for a class graded on this machine and one graded
-on a Dask cluster: formgrader (list the class, open a submission, see why a submission is held and the flagged
+"""The TA's screens, opened in Chromium as a TA opens them, for a class graded on this machine (one graded on a
+Dask cluster writes the same gradebook, records and autograded notebooks: tests/test_cluster.py): formgrader (list the class, open a submission, see why a submission is held and the flagged
 line, read the student's own outputs, grade a written answer and see the grade reach `course export`), the
 feedback page and the class report. Student markup with active content is inert on every one of them: no
 script runs, no dialog opens, no handler or frame is left, nothing imitates the course's verdict badges.
@@ -14,7 +14,6 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from nbgrader.api import Gradebook
 
 from attncourse.browser import Browser, is_local, jupyterlab
-from attncourse.grading.authoring.local_cluster import LocalCluster
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
 from attncourse.grading.records import read_record
@@ -59,11 +58,11 @@ INERT_JS = """(root) => {
 }"""
 
 
-@pytest.fixture(scope="module", params=["local", "dask"])
-def graded(request, tmp_path_factory):
-    """The class graded on this machine, or through a Dask cluster (whose workers execute, and whose
-    coordinator writes what the screens read)."""
-    root = copy_course(tmp_path_factory.mktemp(f"ta_screens_{request.param}"))
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class graded on this machine. (A class graded on a Dask cluster gets the same gradebook, records and
+    autograded notebooks, which is what these screens read: tests/test_cluster.py.)"""
+    root = copy_course(tmp_path_factory.mktemp("ta_screens"))
     course(root, "release", A1)
     catalog = load_catalog(root, A1)
     src = source_notebook(root, A1, catalog)
@@ -90,11 +89,7 @@ def graded(request, tmp_path_factory):
         folder = root / "class" / student / A1
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "scoring.ipynb")
-    if request.param == "dask":
-        with LocalCluster(workers=2) as cluster:
-            course(root, "grade", A1, "--class", str(root / "class"), "--cluster", cluster.address)
-    else:
-        course(root, "grade", A1, "--class", str(root / "class"))
+    course(root, "grade", A1, "--class", str(root / "class"))
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         for student, (last, first) in names.items():
             gb.update_or_create_student(student, last_name=last, first_name=first)
