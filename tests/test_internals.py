@@ -102,6 +102,10 @@ INTERNALS = [
     ("nbgrader.server_extensions.formgrader.base:BaseHandler.render",
      "grading/publish/formgrader.py: templates come from settings['nbgrader_jinja2_env'] (handlers.template_path)",
      "FG_RENDER"),
+    ("nbgrader.preprocessors.overwritecells:OverwriteCells.preprocess_cell",
+     "grading/run/autograde.py CourseOverwriteCells: a changed checksum of a locked cell is reported through "
+     "report_change(grade_id, 'checksum', ...) before the cell is put back; self.gradebook, notebook_id and "
+     "assignment_id find the source cell", "OVERWRITE_CELL"),
     ("nbgrader.server_extensions.formgrader.apihandlers",
      "grading/publish/formgrader.py REFUSED: the API handlers that generate, release, collect, autograde or give "
      "feedback answer with the course command instead", "FG_API"),
@@ -140,6 +144,7 @@ FINGERPRINTS = {
     "FG_MANAGE_SUBMISSIONS": "9aed54a816af7993",
     "FG_RENDER": "be17584c70850a3f",
     "FG_API": "5db811d72133f57e",
+    "OVERWRITE_CELL": "663c856017e542de",
     "VALIDATE_START": "6c8419d8567523d7",
     "VALIDATE": "a34e58827bc65ffe",
     "VALIDATE_PREPROCESS": "ca1c6e172237f38c",
@@ -174,12 +179,13 @@ def test_relied_on_internals_are_unchanged(path, relies, key):
 
 
 def test_autograde_runs_nbgraders_execute_step():
-    """grading/run/autograde.py replaces the `Execute` class in Autograde's default steps by CourseExecute."""
+    """grading/run/autograde.py replaces the `Execute` class in Autograde's default steps by CourseExecute, and
+    `OverwriteCells` in its sanitizing steps by CourseOverwriteCells."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+    from nbgrader.preprocessors import Execute, OverwriteCells
 
     from attncourse.grading.course import nbgrader_config
-    from attncourse.grading.run.autograde import grading_config
+    from attncourse.grading.run.autograde import CourseOverwriteCells, grading_config
     from attncourse.grading.run.execution import CourseExecute
 
     from conftest import ROOT
@@ -187,6 +193,10 @@ def test_autograde_runs_nbgraders_execute_step():
     assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"
     replaced = grading_config(nbgrader_config(ROOT)).Autograde.autograde_preprocessors
     assert replaced == [CourseExecute if step is Execute else step for step in steps]
+    steps = Autograde.class_traits()["sanitize_preprocessors"].default()
+    assert steps.count(OverwriteCells) == 1, f"Autograde's sanitizing steps changed: {steps}; review grading_config"
+    replaced = grading_config(nbgrader_config(ROOT)).Autograde.sanitize_preprocessors
+    assert replaced == [CourseOverwriteCells if step is OverwriteCells else step for step in steps]
 
 
 def test_formgrader_calls_nbconverts_mathjax_macro_with_its_cdn_default():

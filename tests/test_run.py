@@ -203,3 +203,23 @@ def test_a_dead_kernel_fails_the_submission_as_crashed(monkeypatch):
     with pytest.raises(SubmissionFailed):
         step.run(nbformat.v4.new_notebook(), {}, Instructor({}, [], []), step.result)
     assert step.result.failure == CRASHED
+
+
+# --- nbgrader's log: only what a person needs ----------------------------------------------------------------
+
+def test_the_log_reports_an_edited_test_cell_and_not_one_left_as_released(small, caplog):
+    """Every released test cell differs from the source by its hidden tests: nbgrader warns "checksum has
+    changed" for each, in every submission. The course's OverwriteCells warns only for a test cell the student
+    edited, and puts every test cell back from the source either way."""
+    root, cfg = small
+    released = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
+    edited = nbformat.from_dict(released)
+    edited.cells[2].source = "pass  # 学生改了测试"
+    resources = {"nbgrader": {"notebook": "work", "assignment": "a", "db_url": cfg.CourseDirectory.db_url}}
+    source = nbformat.read(root / "source" / "a" / "work.ipynb", as_version=4).cells[2].source
+    for nb, warned in ((released, False), (edited, True)):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            done, _ = autograde.CourseOverwriteCells().preprocess(nbformat.from_dict(nb), resources)
+        assert done.cells[2].source == source
+        assert ("'checksum' for cell test_double has changed" in caplog.text) == warned, caplog.text

@@ -16,9 +16,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from nbformat import NotebookNode
 from nbgrader.api import MissingEntry
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets.config import Config
 
 from .. import records
@@ -64,12 +65,36 @@ class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type 
             self._sanitizing = True
 
 
+class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader has no type information
+    """nbgrader's OverwriteCells, without its "checksum has changed" warning for a test cell the student left as
+    released: release took its hidden tests out, so every test cell of every submission differs from the source
+    (hundreds of lines in build/nbgrader.log that nobody needs). A locked cell the student did edit is still
+    reported, and every cell is still put back from the source."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
+                        cell_index: int) -> tuple[NotebookNode, dict[str, Any]]:
+        self._submitted = copy.deepcopy(cell)
+        done: tuple[NotebookNode, dict[str, Any]] = super().preprocess_cell(cell, resources, cell_index)
+        return done
+
+    def report_change(self, name: str, attr: str, old: Any, new: Any) -> None:
+        if attr == "checksum":
+            released = copy.deepcopy(self._submitted)
+            released.source = self.gradebook.find_source_cell(name, self.notebook_id, self.assignment_id).source
+            ClearHiddenTests().preprocess_cell(released, {}, 0)
+            if released.source == self._submitted.source:
+                return
+        super().report_change(name, attr, old, new)
+
+
 def grading_config(cfg: Config) -> Config:
     """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`), naming
     likely mistakes from the course's catalogs."""
     cfg = copy.deepcopy(cfg)
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     cfg.Autograde.autograde_preprocessors = [CourseExecute if step is Execute else step for step in steps]
+    steps = Autograde.class_traits()["sanitize_preprocessors"].default()
+    cfg.Autograde.sanitize_preprocessors = [CourseOverwriteCells if step is OverwriteCells else step for step in steps]
     cfg.CourseExecute.course_root = str(Path(cfg.CourseDirectory.root).resolve())
     return cfg
 
