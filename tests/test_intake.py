@@ -169,6 +169,29 @@ def test_test_cells_run_in_released_order():
     assert ids.index("f") < ids.index("helper = 1") < ids.index("test_f") < ids.index("g") < ids.index("test_g")
 
 
+def test_a_part_dragged_above_another_is_graded_in_released_order(tmp_path):
+    """The student dragged question 2 (its instructions, a helper of their own, the answer and its test) above
+    question 1: each answer comes back with the cells just before it, each test after its answer, with a note."""
+    released = _assignment()
+    dragged = nbformat.reads(nbformat.writes(released), as_version=4)
+    dragged.cells[1].source, dragged.cells[4].source = "def f(x):\n    return 2 * x", "def g(x):\n    return helper(x)"
+    part2 = dragged.cells[3:]
+    part2.insert(1, new_code_cell("def helper(x):\n    return x + 2"))
+    dragged.cells = part2 + dragged.cells[:3]
+    intake = staging.stage(_submit(tmp_path, "s", {"work.ipynb": nbformat.writes(dragged)}), tmp_path / "st", "a",
+                           {"work.ipynb": released})
+    assert intake.reason == "" and any("按发布时的顺序评分" in note for note in intake.notes), intake.notes
+    staged = nbformat.read(intake.folder / "work.ipynb", as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") or c.source.splitlines()[0] for c in staged.cells]
+    assert ids.index("f") < ids.index("test_f") < ids.index("g") < ids.index("test_g"), ids
+    assert ids.index("f") < ids.index("def helper(x):") < ids.index("g"), ids
+    assert [c.source for c in staged.cells if c.metadata.get("nbgrader", {}).get("grade_id") in ("f", "g")] == \
+        ["def f(x):\n    return 2 * x", "def g(x):\n    return helper(x)"]
+    in_order = staging.stage(_submit(tmp_path, "t", {"work.ipynb": nbformat.writes(released)}), tmp_path / "st2", "a",
+                             {"work.ipynb": released})
+    assert not any("顺序" in note for note in in_order.notes), in_order.notes
+
+
 # --- collect: an LMS download, as zip bytes ---------------------------------------------------------------------
 
 def _lms_course(tmp_path):

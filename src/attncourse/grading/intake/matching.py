@@ -1,5 +1,6 @@
 """The submitted notebook's cells matched to the released ones: nbgrader's metadata put back (or found again when
-it is gone), and the test cells where the release has them, so that they run in released order.
+it is gone), the answers in released order, and the test cells where the release has them, so that they run in
+released order.
 
 A student version's test cells run after the answers they test and before the next answers. A submission that
 moves a test cell after a later answer, deletes it (it is put back in its place) or turns it into an answer cell
@@ -74,6 +75,28 @@ def match_cells(nb: NotebookNode, released: NotebookNode) -> tuple[int, list[str
             ours[i].metadata["nbgrader"] = copy.deepcopy(theirs[j].metadata["nbgrader"])
             count += 1
     return count, [m for m in missing if is_answer_cell(cells_by_id(released)[m])]
+
+
+def put_answers_in_order(nb: NotebookNode, released: NotebookNode) -> bool:
+    """A student who dragged a part of the notebook above another is graded as if it were in released order: each
+    answer cell moves together with the cells the student put just before it (the instructions, their own helper
+    cells), and the test cells are left to `put_tests_in_order`, which puts them back after their answers.
+    Returns whether anything moved (nothing does when the answers are in released order)."""
+    order = {gid: k for k, gid in enumerate(grade_id(c) for c in released.cells if is_answer_cell(c))}
+    if [order[gid] for gid in map(grade_id, nb.cells) if gid in order] == sorted(order[gid] for gid in
+                                                                               map(grade_id, nb.cells) if gid in order):
+        return False
+    segments: list[tuple[int, list[NotebookNode]]] = []
+    current: list[NotebookNode] = []
+    for cell in nb.cells:
+        if is_test_cell(cell):
+            continue
+        current.append(cell)
+        if grade_id(cell) in order:
+            segments.append((order[grade_id(cell)], current))
+            current = []
+    nb.cells = [cell for _, segment in sorted(segments, key=lambda s: s[0]) for cell in segment] + current
+    return True
 
 
 def put_tests_in_order(nb: NotebookNode, released: NotebookNode) -> int:

@@ -116,7 +116,10 @@ def stage(submitted: Path, staged: Path, assignment: str, released: dict[str, No
                                 f"{count} 个单元格")
         if matching.restore_metadata(nb, released[name]):
             intake.notes.append(f"{name}：恢复了被改动的评分单元格标记")
-        if matching.put_tests_in_order(nb, released[name]):
+        if matching.put_answers_in_order(nb, released[name]):
+            matching.put_tests_in_order(nb, released[name])
+            intake.notes.append(f"{name}：有几段单元格被拖到了别处，已按发布时的顺序评分（每个答案连同它前面的单元格一起移回）")
+        elif matching.put_tests_in_order(nb, released[name]):
             intake.notes.append(f"{name}：测试单元格按发布时的顺序运行（被移动或删除的放回了原处）")
         text = dumps(nb)
         (staged / name).write_text(text, encoding="utf-8")
