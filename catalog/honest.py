@@ -80,8 +80,21 @@ def _answers(root, assignment):
     return catalog.NOTEBOOK, rel, styles
 
 
+def _drag_above(nb, moved, above):
+    """Student habit: the part of answer `moved` (its instructions, answer and tests) dragged above the part of
+    answer `above`."""
+    ids = [grade_id(c) for c in nb.cells]
+    start, end = ids.index(moved) - 1, max(i for i, gid in enumerate(ids) if gid and gid.startswith(f"test_{moved}"))
+    block = nb.cells[start:end + 1]
+    del nb.cells[start:end + 1]
+    at = ids.index(above) - 1
+    nb.cells[at:at] = block
+
+
 def _habits(nb, k):
-    """The answer with student k's habits: a preamble in the first answer cell, a self-check, saved outputs."""
+    """The answer with student k's habits: a preamble in the first answer cell, a self-check, saved outputs, a
+    screenshot pasted into the written answer (one that the editor did not save, for some), a part of the notebook
+    dragged above another."""
     nb = nbformat.reads(nbformat.writes(nb), as_version=4)
     for cell in nb.cells:
         gid = grade_id(cell)
@@ -92,6 +105,12 @@ def _habits(nb, k):
         elif gid == "variance_experiment":
             cell.outputs = [nbformat.from_dict(OUTPUT)] + ([nbformat.from_dict(IMAGE)] if k % 4 == 0 else [])
             cell.execution_count = 7
+        elif gid == "why_scale" and k % 6 == 2:
+            cell.source += "\n\n我的实验结果截图：\n\n![截图](attachment:image.png)"
+            if k % 12 == 2:
+                cell.attachments = {"image.png": {"image/png": IMAGE["data"]["image/png"]}}
+    if k % 7 == 3:
+        _drag_above(nb, "bilinear_attention", "masked_softmax")
     if k % 5 == 1:
         nb.cells.append(nbformat.v4.new_code_cell("!pip install d2l==1.0.3", outputs=[nbformat.from_dict(
             {"output_type": "stream", "name": "stdout", "text": "Requirement already satisfied: d2l==1.0.3\n"})]))
@@ -184,7 +203,8 @@ def write_downloads(root, out_dir, assignment=A1, size=42):
             folders.append((f"{sid}_{name}/{notebook}.ipynb", data, day))
         else:
             late.append((f"{base}.ipynb", data, day + datetime.timedelta(days=1)))
-        students[sid] = {"name": name, "style": style, "editor": editor, "habit": habit}
+        students[sid] = {"name": name, "style": style, "editor": editor, "habit": habit,
+                         "screenshot": {2: "pasted", 8: "not saved"}.get(k % 12, ""), "dragged": k % 7 == 3}
     utf8.append(("__MACOSX/._scoring.ipynb", b"\x00\x05\x16\x07", day))
     downloads = [_zip(out_dir / "lms_windows.zip", windows, gbk=True), _zip(out_dir / "lms_utf8.zip", utf8),
                  _zip(out_dir / "lms_folders.zip", folders), _zip(out_dir / "lms_late.zip", late)]

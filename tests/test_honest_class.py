@@ -1,5 +1,6 @@
 """An ordinary honest class (catalog/honest.py: 42 students, correct answers in several styles, six editors,
-Windows and UTF-8 zips, a folder per student, double and late uploads, the usual harmless habits), collected
+Windows and UTF-8 zips, a folder per student, double and late uploads, the usual harmless habits, screenshots
+pasted into the written answer (some lost by the editor), a part dragged above another), collected
 and graded by the semester commands: every honest student gets exactly the clean answer's points, nothing is
 held, no self-check costs a point, names are right in the gradebook and the export, and feedback is published.
 """
@@ -16,13 +17,16 @@ pytestmark = pytest.mark.slow
 A1 = "a1_scoring"
 
 
+SPEC = importlib.util.spec_from_file_location("honest", ROOT / "catalog" / "honest.py")
+HONEST = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(HONEST)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("honest"))
     course(root, "release", A1)
-    spec = importlib.util.spec_from_file_location("honest", ROOT / "catalog" / "honest.py")
-    honest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(honest)
+    honest = HONEST
     downloads, students = honest.write_downloads(root, root / "downloads")
     collected = [course(root, "collect", str(d), "--assignment", A1).stdout for d in downloads]
     grade = course(root, "grade", A1).stdout
@@ -42,6 +46,21 @@ def test_the_class_is_realistic(graded):
     assert {s["editor"] for s in students.values()} == {"jupyterlab", "notebook6", "vscode", "pycharm", "colab",
                                                        "windows"}
     assert len({s["style"] for s in students.values()}) >= 4 and len({s["habit"] for s in students.values()}) >= 7
+    assert {s["screenshot"] for s in students.values()} == {"", "pasted", "not saved"}
+    assert any(s["dragged"] for s in students.values())
+
+
+def test_a_lost_screenshot_and_a_dragged_part_are_noted_and_cost_nothing(graded):
+    """(Their points: the next test.) The notes say what intake repaired; the pasted screenshot that was saved
+    reaches the student's feedback."""
+    root, students, _, _, rows, _ = graded
+    for sid, info in students.items():
+        note = rows[sid]["notes"]
+        assert ("粘贴图片 image.png 不在文件中" in note) == (info["screenshot"] == "not saved"), (sid, note)
+        assert ("按发布时的顺序评分" in note) == info["dragged"], (sid, note)
+    pasted = next(sid for sid, info in students.items() if info["screenshot"] == "pasted")
+    page = next((root / "feedback" / pasted).rglob("*.html")).read_text(encoding="utf-8")
+    assert HONEST.IMAGE["data"]["image/png"] in page, "the pasted screenshot is not in the feedback"
 
 
 def test_every_upload_is_collected_under_the_right_student(graded):

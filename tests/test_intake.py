@@ -120,6 +120,26 @@ def test_outputs_do_not_count_against_the_size_limit_and_the_students_run_is_kep
     assert len(kept[0]["text/plain"]) == reading.MAX_KEPT_TEXT and kept[1] == {"image/png": "iVBOR" * 10}
 
 
+def test_pasted_images_the_file_does_not_carry_become_words_with_a_note(tmp_path):
+    """A screenshot pasted into a written answer: kept when the file carries it as PNG or JPEG; a reference to one
+    the editor did not save, or to a GIF, would stop nbconvert (`missing attachment`): it becomes words."""
+    from nbformat.v4 import new_markdown_cell
+
+    from attncourse.grading.safe_html import safe_markdown
+    png = {"image/png": "iVBORw0KGgo="}
+    cell = new_markdown_cell("如图 ![a](attachment:a.png)，还有 <img src='attachment:b.gif'> 和 ![c](<attachment:c d.png>)",
+                             attachments={"a.png": png, "b.gif": {"image/gif": "R0lGOD"}})
+    path = tmp_path / "work.ipynb"
+    path.write_text(nbformat.writes(new_notebook(cells=[cell])), encoding="utf-8")
+    nb, notes = reading.read(path)
+    assert nb.cells[0].attachments == {"a.png": png}
+    assert "![a](attachment:a.png)" in nb.cells[0].source and "attachment:b.gif" not in nb.cells[0].source
+    assert [n for n in notes if "粘贴图片" in n] == [
+        f"单元格 #1 显示的粘贴图片 {name} 不在文件中（编辑器没有保存它，或不是 PNG/JPEG），已换成文字说明"
+        for name in ("b.gif", "c d.png")], notes
+    assert safe_markdown(nb.cells[0].source) == nb.cells[0].source  # renders without nbconvert stopping
+
+
 # --- matching: metadata found again, tests in released order -----------------------------------------------------
 
 def _assignment():

@@ -7,6 +7,7 @@ feedback) goes through nbconvert's bleach-based sanitizer with the plain tags th
 to `autograded/`, so formgrader never sees the student's markup.
 """
 import functools
+import re
 from typing import Any
 
 import bleach
@@ -19,6 +20,12 @@ TAGS = sorted(set(ALLOWED_TAGS) | {"div", "span", "p", "br", "hr", "h1", "h2", "
                                    "thead", "tbody", "tr", "th", "td", "pre", "sup", "sub", "img", "del"})
 COURSE_CLASSES = {"course-title"}  # the title slide; the course's verdict badges are added after sanitizing
 PROTOCOLS = ["http", "https", "mailto", "attachment"]  # links; images without a scheme are the course's files
+IMAGE_TYPES = ("image/png", "image/jpeg")  # the pasted images (cell attachments) a page shows
+# a pasted image as markdown or HTML: ![alt](attachment:name "title") or <img ... src="attachment:name" ...>
+PASTED = re.compile(r"""!\[[^\]\n]*\]\(\s*(?:<attachment:([^>\n]+)>|attachment:([^\s)]+))[^)\n]*\)"""
+                    r"""|<img\b[^>]*?\bsrc\s*=\s*["']?attachment:([^\s"'>]+)[^>]*>""", re.IGNORECASE)
+VOID_SLASH = re.compile(r"<(img|br|hr)\b([^<>]*?)\s*/>")  # mistune writes <img ... />, the sanitizer <img ...>
+RENDERED_AS = "attncourse-pasted-image/"  # where safe_markdown's comparison puts `attachment:` (see there)
 
 
 def _attribute(tag: str, name: str, value: str) -> bool:
@@ -46,23 +53,52 @@ def safe_markdown(source: str) -> str:
     """A markdown cell's source that renders inert: rendered as nbconvert renders it (a renderer that lets
     `javascript:` links through) and sanitized; where the sanitizer changed anything, its HTML replaces the
     markdown (math stays for MathJax). A cell the sanitizer leaves as it is keeps its markdown: one policy,
-    the sanitizer's, compared rather than predicted."""
-    rendered = markdown2html(source)
+    the sanitizer's, compared rather than predicted.
+
+    nbconvert embeds a pasted image (`attachment:name`) as it renders, so for the comparison each one is
+    rendered as a relative image path, which the sanitizer keeps as it keeps `attachment:`. A void element
+    written `<img ... />` and `<img ...>` is the same element."""
+    rendered = markdown2html(source.replace("attachment:", RENDERED_AS))
     cleaned = clean_html(rendered)
-    return source if cleaned == rendered else cleaned
+    return source if cleaned == VOID_SLASH.sub(r"<\1\2>", rendered) else cleaned.replace(RENDERED_AS, "attachment:")
+
+
+def repair_pasted_images(cell: NotebookNode) -> list[str]:
+    """Keep only the pasted images of a markdown cell that a page can show (PNG, JPEG), and put the words
+    "［粘贴的图片 name 没有随 notebook 保存］" where the cell shows one it does not carry (an editor that lost it, a
+    GIF): nbconvert stops on such a reference. Returns the names replaced, in order."""
+    attachments = cell.get("attachments")
+    kept = {name: {k: v for k, v in value.items() if k in IMAGE_TYPES and isinstance(v, str)}
+            for name, value in (attachments.items() if isinstance(attachments, dict) else ())
+            if isinstance(value, dict)}
+    kept = {name: value for name, value in kept.items() if value}
+    if kept:
+        cell["attachments"] = kept
+    else:
+        cell.pop("attachments", None)
+    replaced: list[str] = []
+
+    def words(match: re.Match[str]) -> str:
+        name = next(group for group in match.groups() if group)
+        if name in kept:
+            return match.group(0)
+        replaced.append(name)
+        return f"［粘贴的图片 {name} 没有随 notebook 保存］"
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    cell["source"] = PASTED.sub(words, source)
+    return replaced
 
 
 def sanitize_notebook(nb: NotebookNode) -> NotebookNode:
     """Make a student's notebook inert for a browser, in place: markup sanitized in every cell and output,
-    attachments other than images dropped, widget state removed."""
+    pasted images other than PNG and JPEG dropped (`repair_pasted_images`), widget state removed."""
     clean = sanitizer()
     nb.metadata.pop("widgets", None)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type in ("markdown", "raw"):
+            repair_pasted_images(cell)
             cell.source = safe_markdown(cell.source)
         else:
             clean.preprocess_cell(cell, {}, index)
-        attachments = cell.get("attachments") or {}
-        for name in list(attachments):
-            attachments[name] = {k: v for k, v in attachments[name].items() if k in ("image/png", "image/jpeg")}
+            cell.pop("attachments", None)
     return nb

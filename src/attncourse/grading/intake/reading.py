@@ -18,6 +18,8 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from ..safe_html import repair_pasted_images
+
 MAX_FILE_BYTES = 200 << 20  # a file larger than this is not read at all
 MAX_NOTEBOOK_BYTES = 20 << 20  # the notebook without its outputs: what is graded
 SUBMITTED_OUTPUTS = "course_submitted_outputs"  # cell metadata: the student's own outputs, trimmed
@@ -130,6 +132,11 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
     except Exception:  # noqa: BLE001 - anything nbformat cannot upgrade or validate: keep the cells, drop the rest
         nb = _rebuilt(raw)
         notes.append("notebook 格式不完全合法，已按单元格内容重建（输出未保留）")
+    for index, cell in enumerate(nb.cells, 1):
+        if cell.cell_type in ("markdown", "raw"):
+            for name in repair_pasted_images(cell):
+                notes.append(f"单元格 #{index} 显示的粘贴图片 {name} 不在文件中（编辑器没有保存它，或不是 PNG/JPEG），"
+                             "已换成文字说明")
     kept = keep_student_outputs(nb)
     graded = len(json.dumps(nb, ensure_ascii=False).encode()) - kept
     if graded > MAX_NOTEBOOK_BYTES:
