@@ -13,7 +13,7 @@ and changes to the folder (`folder`).
   could reach the grader's machinery or verdicts is held (see grading/run/flags.py); files, processes and
   bombs are contained by the sandbox and hold nothing; what shows intent but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
-- `feedback`: "published" or "withheld";
+- `feedback`: "published";
 - `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
   appear nowhere in the autograded notebook or the feedback.
 `tests/test_hostile.py` grades the class with `course grade --class` in a sandbox and checks every case,
@@ -352,8 +352,8 @@ CASES = [
     _case("c26_honest", "对照：参考答案", HONEST),
     _case("h27_script_output", "输出中带 <script>、onerror 与 JavaScript",
           {"status": "graded", "score": "full", "flags": [], "feedback": "published"}, after=[SCRIPT_OUTPUT]),
-    _case("h28_spy_on_grader", "偷看评分程序送进内核的参考实现，最后打印到反馈里",
-          {"status": "graded", "flags": ["attncourse.grading", "隐藏测试"], "feedback": "withheld"},
+    _case("h28_spy_on_grader", "偷看评分程序送进内核的参考实现，最后打印出来：反馈只显示学生自己运行的输出，看不到",
+          {"status": "graded", "flags": ["attncourse.grading"], "feedback": "published"},
           before={"masked_softmax": SPY_ON_GRADER}, after=[PRINT_SPIED]),
     _case("h29_read_source", "打印 source/ 中的隐藏测试", {**BLANK, "flags": [], "feedback": "published"},
           base="untouched", before={"masked_softmax": READ_SOURCE}),

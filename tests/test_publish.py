@@ -66,20 +66,25 @@ def test_feedback_pages(course):
     assert 'class="verdict fail"' in (root / "feedback" / "2023000002" / "a" / "work.html").read_text(encoding="utf-8")
 
 
-def test_feedback_that_shows_a_hidden_test_is_withheld(course):
+def test_feedback_shows_the_students_own_run_and_never_the_graders(course):
+    """The grader's run of the student's code, which received the grader's reference code, may print anything
+    the student's code captured: feedback shows no output of it, only what the student's own run printed."""
+    from attncourse.grading.cells import SHOWN_RUN
     root, cfg, outcomes = course
     leaky = root / "autograded" / "2023000001" / "a" / "work.ipynb"
     nb = nbformat.read(leaky, as_version=4)
-    nb.cells.append(new_code_cell("print(captured)", outputs=[new_output("stream", name="stdout", text=HIDDEN_LINE)]))
+    nb.cells += [new_code_cell("print(captured)", outputs=[new_output("stream", name="stdout", text=HIDDEN_LINE)],
+                               metadata={SHOWN_RUN: "grader"}),
+                 new_code_cell("print(mine)", outputs=[new_output("stream", name="stdout", text="我自己的输出 4101.3")],
+                               metadata={SHOWN_RUN: "student"})]
     nbformat.write(nb, leaky)
     try:
-        full = outcomes[0]
-        assert feedback.publish(cfg, root, [full], say=lambda _: None) == 0
-        assert not (root / "feedback" / "2023000001" / "a").exists() and "隐藏测试" in full.flags[-1]
+        assert feedback.publish(cfg, root, [outcomes[0]], say=lambda _: None) == 1
+        page = (root / "feedback" / "2023000001" / "a" / "work.html").read_text(encoding="utf-8")
+        assert HIDDEN_LINE not in page and "captured" in page and "我自己的输出 4101.3" in page
     finally:
-        nb.cells.pop()
+        del nb.cells[-2:]
         nbformat.write(nb, leaky)
-
 
 
 def test_a_review_decision_is_one_step_and_recorded(tmp_path, capsys):

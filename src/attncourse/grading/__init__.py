@@ -6,7 +6,7 @@
     protocol/   test cells run in the grader; the student's names are proxies to the kernel; data on the wire
     run/        nbgrader's autograde around it all: verdicts, review flags, forbidden shortcuts, likely
                 mistakes (diagnosis), records
-    publish/    feedback pages (leak-scanned), the grades CSV and class report, the LMS export
+    publish/    feedback pages (no hidden test by construction), the grades CSV and class report, the LMS export
     authoring/  the demo class, the catalogs of variants, the author's quick check
 
 Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell facts),

@@ -123,17 +123,6 @@ def hold(db_url: str, assignment: str, student: str, cells: set[str] | None,
     return held
 
 
-def flag_after_grading(db_url: str, root: str | Path, outcome: Outcome) -> None:
-    """A flag found after grading (in the feedback): hold every test cell, unless a person has already decided on
-    this submission, and keep the flag in the record; `outcome` gets the scores that now count."""
-    record = read_record(root, outcome.assignment, outcome.student) or Record(Status.GRADED)
-    record.flags = list(outcome.flags)
-    if record.review is None:
-        record.held = hold(db_url, outcome.assignment, outcome.student, None, record.held)
-    write_record(root, outcome.assignment, outcome.student, record)
-    outcome.take_scores(read_scores(db_url, root, outcome.assignment, outcome.student))
-
-
 def decide(db_url: str, root: str | Path, assignment: str, student: str, accept: bool, by: str = "",
            note: str = "") -> float:
     """Accept (the autograded points count) or reject (0) the held points of one submission; returns how many

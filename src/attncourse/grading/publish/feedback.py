@@ -5,37 +5,35 @@ plain `nbgrader generate_feedback` uses them too. nbgrader on its own prints hid
 cell and again in the traceback (nbgrader #917), labels everything in English, shows an ungraded written
 answer as 0 points, and loads MathJax from a CDN.
 
-`publish` writes each student's pages to a scratch folder, scans them for hidden-test lines, and only then
-moves them into `feedback/`.
+Hidden tests cannot appear by construction, so nothing scans the student's code for them: a page is made of
+the released cells, the student's own cells with the outputs of the student's own run as submitted (the grader's
+run of a student's code, which received the grader's reference code, is never shown), and, for each test cell,
+what it checks (its docstring, which the student version shows) and the verdict's own message (no source, no
+traceback). A test's message formats values, never a string the student's code returned (AUTHORING.md).
 """
 import html
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import nbformat
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
-from nbgrader.api import Gradebook
 from nbgrader.converters import GenerateFeedback
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 from traitlets.config import Config
 
 from .. import safe_html
-from ..cells import TA_ONLY, is_test_cell
+from ..cells import SHOWN_RUN, TA_ONLY, is_test_cell
 from ..course import Folders, coursedir
 from ..files import replace_dir
 from ..model import Outcome
-from ..records import flag_after_grading
-from ..release.student_version import secret_lines
 from ..syntax import docstring
 
 TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
@@ -66,8 +64,8 @@ class FeedbackExporter(HTMLExporter):
 
 class HideTestSource(Preprocessor):
     """Replace each autograded test cell by what it checks and its verdict (a coloured word, no emoji: every
-    CJK font has the characters), name each test in the summary by what it checks, and drop the cells that are
-    for the TA only (the review banner)."""
+    CJK font has the characters), name each test in the summary by what it checks, drop the cells that are
+    for the TA only (the review banner) and every output of the grader's run."""
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
 
@@ -79,6 +77,8 @@ class HideTestSource(Preprocessor):
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
                         index: int) -> tuple[NotebookNode, dict[str, Any]]:
+        if cell.cell_type == "code" and not is_test_cell(cell) and cell.metadata.get(SHOWN_RUN) != "student":
+            cell.outputs = []
         if is_test_cell(cell):
             what = docstring(cell.source)
             cell.metadata.nbgrader["what"] = what.splitlines()[0].rstrip("。") if what else ""
@@ -127,12 +127,9 @@ class SafeHTML(SanitizeHTML):
 # --- publishing ------------------------------------------------------------------------------------------------
 
 def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callable[[str], object] = print) -> int:
-    """Each graded student's feedback, written to a scratch folder, checked for hidden-test lines (the released
-    tests, from the gradebook, less what the student version shows and the student's own cells), and only then
-    published in feedback/. A failure or a leak stays on the student's row. Returns how many were published."""
+    """Each graded student's feedback, written to a scratch folder and then published in feedback/. A failure
+    stays on the student's row. Returns how many were published."""
     root, where = Path(root), Folders(cfg)
-    hidden = {a: hidden_lines(cfg, a) - notebook_lines(where.released_notebooks(a))
-              for a in {o.assignment for o in outcomes}}
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
     mathjax = vendor_file(root, "mathjax3/es5/tex-svg.js")
@@ -153,15 +150,6 @@ def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callabl
                 o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
                 continue
             made = Path(scratch) / o.student / o.assignment
-            watch = hidden[o.assignment] - notebook_lines(sorted(where.autograded(o.student, o.assignment)
-                                                                 .glob("*.ipynb")), skip_tests=True)
-            pages = {p.name: page_text(p) for p in sorted(made.rglob("*")) if p.is_file()}
-            leaked = [name for name, text in pages.items() if any(line in text for line in watch)]
-            if leaked:
-                o.flags.append(f"反馈（{'、'.join(leaked)}）中出现了隐藏测试的内容，反馈已扣留")
-                flag_after_grading(cfg.CourseDirectory.db_url, root, o)
-                shutil.rmtree(where.feedback(o.student, o.assignment), ignore_errors=True)
-                continue
             if mathjax:
                 link_or_copy(mathjax, made / MATHJAX)
             replace_dir(made, where.feedback(o.student, o.assignment), scratch)
@@ -184,27 +172,3 @@ def link_or_copy(src: str | Path, dest: str | Path) -> None:
         os.link(src, dest)
     except OSError:
         shutil.copyfile(src, dest)
-
-
-def page_text(path: Path) -> str:
-    """The text a page shows: tags removed (code is split into highlighted tokens), entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace")))
-
-
-def notebook_lines(paths: Iterable[str | Path], skip_tests: bool = False) -> set[str]:
-    """Stripped lines of the notebooks' cells (without test cells: a student's feedback shows their own cells,
-    and a line that is the student's own or the student version's is no leak)."""
-    lines: set[str] = set()
-    for path in paths:
-        for cell in nbformat.read(path, as_version=4).cells:
-            if not (skip_tests and is_test_cell(cell)):
-                lines.update(line.strip() for line in cell.source.splitlines())
-    return lines
-
-
-def hidden_lines(cfg: Config, assignment: str) -> set[str]:
-    """Distinctive lines of the released hidden tests, as the gradebook stores them."""
-    with Gradebook(cfg.CourseDirectory.db_url) as gb:
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for n in gb.find_assignment(
-            assignment).notebooks for c in n.source_cells if c.cell_type == "code"])
-    return secret_lines(nb, hidden_only=True)

@@ -14,7 +14,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell, new_output
 
-from ..cells import TA_ONLY, is_test_cell
+from ..cells import SHOWN_RUN, TA_ONLY, is_test_cell
 from ..intake.reading import SUBMITTED_OUTPUTS
 from ..model import SubmissionResult
 from ..safe_html import sanitize_notebook
@@ -32,6 +32,7 @@ def show_one_run(nb: NotebookNode, when: str) -> None:
         kept = cell.metadata.pop(SUBMITTED_OUTPUTS, None)
         if is_test_cell(cell):
             continue
+        cell.metadata[SHOWN_RUN] = "student" if kept else "grader"
         if not kept:
             if cell.outputs:
                 cell.outputs.insert(0, new_output("stream", name="stdout", text=GRADER_RUN))
