@@ -37,6 +37,26 @@ HONEST = [
     "torch.set_printoptions(precision=3)\ntorch.set_num_threads(2)",
     "import pandas as pd\npd.set_option('display.max_rows', 10)",
     "if __name__ == '__main__':\n    print('main')",
+    # memory clean-up in an experiment
+    "import gc\ndel model\ngc.collect()\ntorch.cuda.empty_cache()",
+    "import gc\ngc.disable()\nx = 1\ngc.enable()",
+    # reading where the notebook runs
+    "import sys, os, platform\nIN_COLAB = 'google.colab' in sys.modules\nprint(os.getcwd(), platform.system())",
+    "import sys\nif 'ipykernel' not in sys.modules:\n    print('不在 notebook 中')",
+    "import os\nprint(os.environ.get('HOME'), os.cpu_count())",
+    # installed IPython extensions
+    "%load_ext storemagic",
+    "get_ipython().run_line_magic('load_ext', 'autoreload')",
+    # device selection
+    "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nprint(torch.cuda.device_count())",
+    "from attncourse import get_device\ndevice = get_device()",
+    # plotting setup
+    "import seaborn as sns\nsns.set_theme()\nd2l.use_svg_display()",
+    # timing
+    "import time\nstart = time.perf_counter()\nx = torch.randn(10)\nprint(time.perf_counter() - start)",
+    "%%timeit -n 3\ntorch.randn(10)",
+    # the student's own self-checks
+    "assert torch.allclose(torch.ones(2), torch.ones(2)), '自测失败'\nprint('自测通过')",
 ]
 
 
@@ -62,13 +82,18 @@ def test_files_and_processes_are_held_only_without_a_sandbox(code):
     ("from IPython.core.interactiveshell import ExecutionResult", ["IPython.core"]),
     ("%run helper.py", ["%run"]),
     ("%load_ext my_extension", ["%load_ext"]),
+    ("%load_ext attncourse.grading.protocol.probe", ["%load_ext"]),
+    ("import sys\nprobe = sys.modules.get('attncourse.grading.protocol.probe')", ["sys.modules"]),
+    ("import sys\nif 'x' in sys.modules:\n    sys.modules['x'].f = 1", ["sys.modules"]),
+    ("import gc\nrefs = gc.get_referrers(torch.Tensor)", ["gc.get_referrers"]),
     ("x.__globals__", ["__globals__"]),
     ("f.__code__ = g.__code__", ["__code__"]),
     ("object.__subclasses__()", ["__subclasses__"]),
     ("import sys\nframe = sys._getframe(1)", ["sys._getframe"]),
     ("import inspect\nfor f in inspect.stack():\n    print(f.frame.f_locals)", ["inspect.stack"]),
     ("def f():\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_frame.f_back", ["__traceback__"]),
-    ("import gc\nrefs = gc.get_objects()", ["gc"]),
+    ("import gc\nrefs = gc.get_objects()", ["gc.get_objects"]),
+    ("from gc import get_objects", ["gc.get_objects"]),
     ("import sys\nsys.modules['attncourse.grading.protocol.probe']", ["sys.modules"]),
     ("d2l.sys.modules['x']", ["sys.modules"]),
     ("d2l.torch.sys.setprofile(None)", ["sys.setprofile"]),
@@ -84,7 +109,7 @@ def test_files_and_processes_are_held_only_without_a_sandbox(code):
     ("import builtins\nbuiltins.isinstance = lambda *a: True", ["builtins"]),
     ("breakpoint()", ["breakpoint"]),
     ("with open('helper.py', 'w') as f:\n    f.write('x = 1')\nimport helper", ["helper"]),
-    ("exec('import gc')", ["gc"]),
+    ("exec('import gc\\ngc.get_objects()')", ["gc.get_objects"]),
 ])
 def test_what_could_reach_the_grader_is_held(code, words):
     found = flags.review_flags([("单元格 x", code)], IMPORTS)
@@ -105,8 +130,8 @@ def test_what_shows_intent_but_changes_no_verdict_is_a_note(code, words):
 
 
 def test_a_hold_names_the_cell_and_line():
-    found = flags.findings([(3, "单元格 masked_softmax", "x = 1\nimport gc\n")], IMPORTS)
-    assert [(f.cell, f.line, str(f)) for f in found] == [(3, 2, "单元格 masked_softmax 第 2 行：导入了 gc")]
+    found = flags.findings([(3, "单元格 masked_softmax", "x = 1\nimport ctypes\n")], IMPORTS)
+    assert [(f.cell, f.line, str(f)) for f in found] == [(3, 2, "单元格 masked_softmax 第 2 行：导入了 ctypes")]
 
 
 # --- what the course itself writes holds nothing ---------------------------------------------------------------

@@ -45,7 +45,7 @@ class FakeAutograde:
             gb.find_grade("why", "work", a, s).needs_manual_grade = True
             gb.db.commit()
         if self.behaviour == "hold":
-            self.result.flags.append("单元格 #2：导入了 gc 模块")
+            self.result.flags.append("单元格 #2：导入了 ctypes 模块")
             self.result.held.add("test_double")
         out = Path(self.coursedir.format_path(self.coursedir.autograded_directory, s, a))
         out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def test_a_flagged_submission_is_held_where_formgrader_shows_it(course):
     sid = intake.student
     FakeAutograde.behaviour = "hold"
     held = autograde.grade_one(cfg, root, intake, scratch)
-    assert (held.status, held.score, held.withheld, held.flags) == (Status.GRADED, 0, 5, ["单元格 #2：导入了 gc 模块"])
+    assert (held.status, held.score, held.withheld, held.flags) == (Status.GRADED, 0, 5, ["单元格 #2：导入了 ctypes 模块"])
     assert read_record(root, "a", sid).held == {"test_double": 5.0}
     with Gradebook(cfg.CourseDirectory.db_url) as gb:
         notebook = gb.find_submission_notebook("work", "a", sid)

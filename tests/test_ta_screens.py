@@ -74,11 +74,11 @@ def graded(tmp_path_factory):
     held = answered(rel, src)
     for cell in held.cells:
         if grade_id(cell) == "masked_softmax":
-            cell.source = "import gc  # 一个评分程序必须看一眼的写法\n" + cell.source
+            cell.source = "import ctypes  # 一个评分程序必须看一眼的写法\n" + cell.source
     held_late = answered(rel, src)  # held in its last test only: a TA decides on it in formgrader
     for cell in held_late.cells:
         if grade_id(cell) == "variance_experiment":
-            cell.source = "import gc\ngc.collect()\n" + cell.source
+            cell.source = "import ctypes\n" + cell.source
     payload = answered(rel, src)
     payload.cells += [new_markdown_cell(PAYLOADS_MD), new_code_cell(PAYLOADS_CODE, outputs=[
         new_output("display_data", data={"text/html": "<script>window.__pwned='kept'</script>",
@@ -217,7 +217,7 @@ def test_a_decision_in_formgrader_is_recorded_with_who_and_when(graded, formgrad
 def test_a_held_submission_shows_why_and_the_line(graded, formgrader):
     browser = _open_submission(graded, formgrader, HELD)
     text = browser.page.inner_text("body")
-    assert "待复核" in text and "导入了 gc" in text and "import gc" in text, text[:2000]
+    assert "待复核" in text and "导入了 ctypes" in text and "import ctypes" in text, text[:2000]
     assert f"course review {A1} {HELD} --accept" in text
 
 

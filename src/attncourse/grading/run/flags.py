@@ -7,7 +7,8 @@ for a person only when it could plausibly reach what the grader relies on inside
   replies (`get_ipython()` beyond magics, hooks, formatters), the forbidden-call watch (profile and trace
   hooks, torch function modes and torch internals), the builtins the probe uses;
 - what the grader sends in (references, hidden inputs), found by introspection: frame walks, the garbage
-  collector, `sys.modules`, function internals (`__code__`, `__globals__`, `__subclasses__`), ctypes;
+  collector's object lists, `sys.modules`, function internals (`__code__`, `__globals__`, `__subclasses__`),
+  ctypes;
 - code that cannot be read: `exec`/`eval`/`compile`/`__import__` of a computed string, `%run` and friends,
   attribute names computed on a module;
 - without a sandbox only: files, processes, databases and the network (the kernel then runs as the grader).
@@ -15,6 +16,11 @@ for a person only when it could plausibly reach what the grader relies on inside
 A hold keeps back only the points it could affect: the test cells that run after the cell holding the construct.
 What shows intent but cannot change a verdict (patching torch's functions, a Tensor subclass, looking for
 NBGRADER_EXECUTION) is a note for the TA, never a hold.
+
+Honest idioms that reach none of this, and so are never held (each class tested in tests/test_flags.py): memory
+clean-up (`gc.collect()`, `torch.cuda.empty_cache()`), reading where the notebook runs (`sys.platform`,
+`os.getcwd()`, `'google.colab' in sys.modules`), loading an extension that is installed (`%load_ext autoreload`),
+progress bars, plotting setup, device selection, timing magics and the student's own self-checks.
 """
 import ast
 import importlib.util
@@ -30,7 +36,8 @@ from ..syntax import dotted, module_aliases, python_source
 HOLD_PATHS = (
     "attncourse.grading", "sys.modules", "sys._getframe", "sys._current_frames", "sys.setprofile", "sys.settrace",
     "sys.monitoring", "sys.displayhook", "sys.excepthook", "sys.meta_path", "sys.path_hooks", "sys.addaudithook",
-    "sys.setrecursionlimit", "gc", "ctypes", "cffi", "importlib", "builtins", "_thread", "threading.setprofile",
+    "sys.setrecursionlimit", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.garbage", "gc.callbacks",
+    "ctypes", "cffi", "importlib", "builtins", "_thread", "threading.setprofile",
     "threading.settrace", "inspect.currentframe", "inspect.stack", "inspect.trace", "inspect.getouterframes",
     "inspect.getinnerframes", "traceback.walk_stack", "traceback.walk_tb", "torch.overrides", "torch._",
     "torch.utils._", "torch.library", "IPython.core", "IPython.terminal", "IPython.kernel", "ipykernel",
@@ -58,7 +65,6 @@ SHELL_METHODS = {"run_line_magic", "run_cell_magic", "system", "getoutput"}
 HELD_MAGICS = {"run", "prun", "pdb", "debug", "load", "loadpy", "edit", "rerun", "recall", "macro", "reload_ext",
                "unload_ext", "alias_magic", "xmode", "tb"}
 SHELL_MAGICS = {"system", "sx", "bash", "sh", "script", "writefile", "!"}
-HARMLESS_EXTENSIONS = {"autoreload"}
 
 
 @dataclass
@@ -195,6 +201,17 @@ class _Reader(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         self.generic_visit(node)
 
+    def visit_Compare(self, node: ast.Compare) -> None:
+        """`'google.colab' in sys.modules` only asks where the notebook runs: a membership test reaches nothing."""
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, (ast.In, ast.NotIn)) and self.path(right) == "sys.modules":
+                self.visit(node.left)
+                for other in node.comparators:
+                    if other is not right:
+                        self.visit(other)
+                return
+        self.generic_visit(node)
+
     # --- calls
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -247,8 +264,13 @@ class _Reader(ast.NodeVisitor):
         argument = _literal_string(node.args[1]) if len(node.args) > 1 else ""
         if magic is None:
             self.add("用计算出来的名字调用了 IPython 魔法命令")
-        elif magic in HELD_MAGICS or (magic == "load_ext" and (argument or "").strip() not in HARMLESS_EXTENSIONS):
+        elif magic in HELD_MAGICS:
             self.add(f"使用了魔法命令 %{magic}")
+        elif magic == "load_ext":  # an installed extension is package code; one the student wrote cannot be read
+            extension = (argument or "").strip()
+            installed = _installed(extension.split(".")[0]) or _installed(f"IPython.extensions.{extension}")
+            if not extension or not installed or _matches(extension, HOLD_PATHS):
+                self.add(f"使用了魔法命令 %load_ext {extension}")
         elif magic in SHELL_MAGICS:
             self.add(f"使用了魔法命令 %{magic}（shell 或写文件）", "unsandboxed")
         elif magic in ("time", "timeit", "capture", "prun") and len(node.args) > 2:
@@ -260,10 +282,11 @@ class _Reader(ast.NodeVisitor):
             self.add("exec/eval 的字符串无法解析")
             return
         frozen, self.frozen = self.frozen, True  # findings inside the string are on the line that runs it
+        aliases, self.aliases = self.aliases, {**self.aliases, **module_aliases([tree])}  # the string's imports
         try:
             self.visit(tree)
         finally:
-            self.frozen = frozen
+            self.frozen, self.aliases = frozen, aliases
 
     # --- writes and classes
     def _assigned(self, targets: Iterable[ast.expr], value: ast.expr | None) -> None:
