@@ -193,17 +193,19 @@ def test_a_part_dragged_above_another_is_graded_in_released_order(tmp_path):
     """The student dragged question 2 (its instructions, a helper of their own, the answer and its test) above
     question 1: each answer comes back with the cells just before it, each test after its answer, with a note."""
     released = _assignment()
+    released.cells.insert(0, new_code_cell("import math", metadata={"nbgrader": {
+        "grade_id": "imports", "grade": False, "solution": False, "locked": True, "schema_version": 3}}))
     dragged = nbformat.reads(nbformat.writes(released), as_version=4)
-    dragged.cells[1].source, dragged.cells[4].source = "def f(x):\n    return 2 * x", "def g(x):\n    return helper(x)"
-    part2 = dragged.cells[3:]
+    dragged.cells[2].source, dragged.cells[5].source = "def f(x):\n    return 2 * x", "def g(x):\n    return helper(x)"
+    part2 = dragged.cells[4:]
     part2.insert(1, new_code_cell("def helper(x):\n    return x + 2"))
-    dragged.cells = part2 + dragged.cells[:3]
+    dragged.cells = dragged.cells[:1] + part2 + dragged.cells[1:4]  # the locked imports stay on top
     intake = staging.stage(_submit(tmp_path, "s", {"work.ipynb": nbformat.writes(dragged)}), tmp_path / "st", "a",
                            {"work.ipynb": released})
     assert intake.reason == "" and any("按发布时的顺序评分" in note for note in intake.notes), intake.notes
     staged = nbformat.read(intake.folder / "work.ipynb", as_version=4)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") or c.source.splitlines()[0] for c in staged.cells]
-    assert ids.index("f") < ids.index("test_f") < ids.index("g") < ids.index("test_g"), ids
+    assert ids.index("imports") < ids.index("f") < ids.index("test_f") < ids.index("g") < ids.index("test_g"), ids
     assert ids.index("f") < ids.index("def helper(x):") < ids.index("g"), ids
     assert [c.source for c in staged.cells if c.metadata.get("nbgrader", {}).get("grade_id") in ("f", "g")] == \
         ["def f(x):\n    return 2 * x", "def g(x):\n    return helper(x)"]

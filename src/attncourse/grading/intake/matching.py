@@ -79,12 +79,13 @@ def match_cells(nb: NotebookNode, released: NotebookNode) -> tuple[int, list[str
 
 def put_answers_in_order(nb: NotebookNode, released: NotebookNode) -> bool:
     """A student who dragged a part of the notebook above another is graded as if it were in released order: each
-    answer cell moves together with the cells the student put just before it (the instructions, their own helper
-    cells), and the test cells are left to `put_tests_in_order`, which puts them back after their answers.
-    Returns whether anything moved (nothing does when the answers are in released order)."""
-    order = {gid: k for k, gid in enumerate(grade_id(c) for c in released.cells if is_answer_cell(c))}
-    if [order[gid] for gid in map(grade_id, nb.cells) if gid in order] == sorted(order[gid] for gid in
-                                                                               map(grade_id, nb.cells) if gid in order):
+    cell the release marks (answers, the locked cells such as the imports) moves together with the cells the
+    student put just before it (the instructions, their own helper cells), and the test cells are left to
+    `put_tests_in_order`, which puts them back after their answers. Returns whether anything moved (nothing
+    does when the marked cells are in released order)."""
+    order = {gid: k for k, gid in enumerate(grade_id(c) for c in released.cells if grade_id(c) and not is_test_cell(c))}
+    found = [order[gid] for gid in map(grade_id, nb.cells) if gid in order]
+    if found == sorted(found):
         return False
     segments: list[tuple[int, list[NotebookNode]]] = []
     current: list[NotebookNode] = []
