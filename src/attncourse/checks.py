@@ -133,6 +133,6 @@ def differences(got: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0, at
         return "在这个容差内没有不同的位置"
     columns = [(str(tuple(i)), f"{expected[tuple(i)].item():.4g}", f"{got[tuple(i)].item():.4g}") for i in wrong[:limit]]
     widths = [max(map(len, column)) for column in columns]
-    rows = ["  " + label + "".join(f"  {column[row]:>{width}}" for column, width in zip(columns, widths))
+    rows = ["  " + label + "".join(f"  {column[row]:>{width}}" for column, width in zip(columns, widths, strict=True))
             for row, label in enumerate(("位置", "期望", "实际"))]
     return "\n".join([f"共 {len(wrong)} 处不同，前 {len(columns)} 处：", *rows])
