@@ -819,6 +819,9 @@ _TILED = ("键值头被平铺（repeat），而不是让相邻的查询头共用
 _GQA_FORWARD = "`GroupedQueryAttention` 的前向计算"
 _SCALE_HINT = ("症状：形状都对，只有数值不对，注意力权重比参考的更平（分数除以了太大的数）。试一试：在 forward 里加一行 "
                "`print(queries.shape, keys.shape)`，看一个头的查询和键有多长，再与你的缩放因子里的那个维度比一比。")
+_NO_W_O = ("各头的输出拼接后没有经过 W_o", "症状：输出的形状对，数值却与参考的全都不同，而且与 W_o 的参数无关。试一试：把模块的 "
+           "`W_o.weight` 改成 `2 * torch.eye(num_hiddens)` 再算一次：输出应该变成两倍，你的变了吗？",
+           "结构图", "notebooks/02_multihead_attention.ipynb")
 MISCONCEPTIONS = {
     "repeat_tiled": _TILED,
     "gqa_tiles_kv": _TILED,
@@ -872,6 +875,8 @@ MISCONCEPTIONS = {
         "`x = torch.arange(8).reshape(2, 2, 2)`（块数、行数、每块词元数：x[b, r] 是第 b 块里第 r 行的词元），"
         "再 `print(x.reshape(2, -1)[0])`：第 0 行应是 0, 1, 4, 5，打印出来的是什么？", "逐步看形状",
         "notebooks/02_multihead_attention.ipynb"),
+    "gqa_forgets_W_o": _NO_W_O,
+    "decode_forgets_W_o": _NO_W_O,
     "pool_first_head": ("转换时每组只保留了第一个头", "症状：g = num_heads 时全对，其余情况下组里只有一个头的投影留了下来。"
                         "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
                         "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
@@ -885,7 +890,7 @@ FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_k
          "bytes_no_batch": "* batch_size", "cache_returns_new_only": "return self.keys",
          "decode_caches_repeated": "repeat_kv(keys", "pool_strided": "相邻", "static_whole_buffer": "[:, :",
          "repeat_token_dim": "dim=0", "bytes_no_factor_2": "2 *", "bytes_no_layers": "* num_layers",
-         "cache_cat_dim0": "dim=1", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
+         "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
 
 
 def _pooling_twin(reduce):
@@ -1050,6 +1055,17 @@ TWINS = {
         rows, d = keys.size(0), keys.size(2)
         self.keys = torch.cat([self.pool.k[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]
         self.values = torch.cat([self.pool.v[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]''')},
+    "gqa_forgets_W_o": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                    body=_INTERLEAVED).replace(
+        "return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))",
+        "out = self.attention(q, k, v, valid_lens)\n        return out.reshape(-1, h, *out.shape[1:]).transpose(1, 2).flatten(2)")},
+    "decode_forgets_W_o": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    q = transpose_qkv(gqa.W_q(x), h)
+    k, v = cache.append(transpose_qkv(gqa.W_k(x), g), transpose_qkv(gqa.W_v(x), g))
+    k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+    out = gqa.attention(q, k, v, None)  # (batch_size*h, 1, head_dim)
+    return out.reshape(x.shape[0], h, 1, -1).transpose(1, 2).reshape(x.shape[0], 1, -1)'''},
     "pool_sum": {"mha_to_gqa": _pooling_twin("sum(dim=1)")},
     "pool_first_head": {"mha_to_gqa": _pooling_twin("select(1, 0)")},
 }
