@@ -389,28 +389,37 @@ _STORED_AFTER_DROPOUT = "保存的注意力权重是暂退法之后的"
 _STORED_HINT = ("self.attention_weights 是给人看的（热图）与检查用的，应是 softmax 的结果：每行之和为 1。"
                 "暂退法只作用在与值相乘的那一份上，保存的权重不经过它。")
 _DROPOUT_IN_EVAL = "暂退法在 eval() 模式下仍在起作用"
-_DROPOUT_IN_EVAL_HINT = ("F.dropout 默认 training=True，不会随 model.eval() 关掉：用 nn.Dropout 模块（或传入 "
-                         "training=self.training），评估时同样的输入才给出同样的结果。")
+_DROPOUT_IN_EVAL_HINT = ("症状：调用 eval() 之后，同样的输入两次调用得到不同的结果。试一试：`x = torch.ones(6)`，再 "
+                         "`print(F.dropout(x, 0.5), nn.Dropout(0.5).eval()(x))`：两种写法里，哪一种随 eval() 关掉了？")
 MISCONCEPTIONS = {
-    "ms_fill_zero": ("被掩蔽的位置填了 0", "softmax 先取指数：e⁰ = 1，填 0 的键照样分到权重。被掩蔽的分数要换成一个极小的数"
-                     "（或 -inf），softmax 之后它的权重才是 0；这个数还要能用 X 的数据类型表示。", _MASKING),
-    "ms_wrong_dim": ("softmax 做在了查询所在的维度上", "每个查询对所有键的权重之和应为 1：softmax 沿键所在的最后一维"
-                     "（dim=-1）做，而不是沿查询的维度。", _MASKING),
-    "ms_off_by_one": ("有效长度差了一位：第 valid_len 个键也参与了", "有效长度为 n 时参与的是第 0, 1, …, n−1 个键："
-                      "条件是“位置 < 有效长度”，不是“≤”。", _MASKING),
-    "ms_2d_first_column": ("二维 valid_lens 只用了每个样本第一个查询的有效长度", "二维 valid_lens 的形状是（批量大小，查询数）："
-                           "每个查询有自己的有效长度，掩码要按（样本，查询）逐行构造。", _LENS_SHAPES),
-    "ms_repeat_not_interleave": ("一维 valid_lens 被平铺，而不是逐项重复", "一维 valid_lens 的第 b 项属于样本 b 的所有查询。"
-                                 "展开成每个查询一份时要逐项重复（repeat_interleave）；repeat 把整个向量平铺，批量大小大于 1 时"
-                                 "样本就错位了。", _LENS_SHAPES),
-    "add_relu": ("加性注意力的激活函数用了 ReLU", "加性注意力的评分函数是 w_vᵀ tanh(W_q q + W_k k)：激活函数是 tanh。",
-                 "加性注意力（additive attention）"),
-    "dot_no_scaling": ("缩放点积注意力忘了除以 √d", "点积的方差随 d 增大；除以 √d（d 是查询和键的长度）让分数的方差保持在 1 "
-                       "左右，softmax 才不会饱和。", _WHY_SQRT_D),
-    "dot_scale_by_d": ("除以了 d 而不是 √d", "缩放因子是 1/√d：它让点积的方差回到 1；除以 d 缩得太多，权重会过于平均。",
-                       _WHY_SQRT_D),
-    "dot_scale_by_value_dim": ("用值的维度来缩放", "d 是查询和键的长度（queries.shape[-1]），与值的维度无关；两者不同时"
-                               "结果就错了。", "`DotProductAttention`"),
+    "ms_fill_zero": ("被掩蔽的位置填了 0", "症状：被掩蔽的键的权重不是 0，而是和分数为 0 的键一样大。试一试："
+                     "`print(F.softmax(torch.tensor([2.0, 0.0, 0.0]), dim=-1))`：若后两个位置是被“填 0”掩蔽的键，"
+                     "它们分到了多少权重？softmax 之前要填一个什么样的数，之后才是 0？", _MASKING),
+    "ms_wrong_dim": ("softmax 做在了查询所在的维度上", "症状：权重按列之和为 1，每个查询（每一行）的权重之和却不是 1。"
+                     "试一试：`w = masked_softmax(torch.rand(1, 2, 3), None)`，再 `print(w.sum(2), w.sum(1))`："
+                     "哪一个全是 1？每个查询对所有键的权重之和应为 1。", _MASKING),
+    "ms_off_by_one": ("有效长度差了一位：第 valid_len 个键也参与了", "症状：有效长度为 n 时，第 n 个键（从 0 数）也分到了权重。"
+                      "试一试：`print(masked_softmax(torch.zeros(1, 1, 4), torch.tensor([2])))`：有效长度为 2 时，"
+                      "应只有前两个键各得 0.5，你的结果是什么？", _MASKING),
+    "ms_2d_first_column": ("二维 valid_lens 只用了每个样本第一个查询的有效长度", "症状：一维 valid_lens 全对，二维时同一个样本的"
+                           "所有查询都用了同一个有效长度。试一试：`print(masked_softmax(torch.zeros(1, 2, 3), torch.tensor([[1, 3]])))`："
+                           "第二个查询的有效长度是 3，它看了几个键？", _LENS_SHAPES),
+    "ms_repeat_not_interleave": ("一维 valid_lens 被平铺，而不是逐项重复", "症状：批量为 1、或各样本的有效长度相同时全对。"
+                                 "试一试：`lens = torch.tensor([1, 3])`，再 `print(lens.repeat(2))`（批量 2、每个样本 2 个查询，"
+                                 "展开成 4 行）：样本 0 的两个查询都应该用 1，拿到的是什么？", _LENS_SHAPES),
+    "add_relu": ("加性注意力的激活函数用了 ReLU", "症状：与参考结果相比，隐藏单元的负值都变成了 0。试一试："
+                 "`x = torch.tensor([-2.0, 0.5])`，再 `print(torch.relu(x))`：负的特征去哪了？对照讲义的评分函数，"
+                 "看它用的是哪一个激活函数。", "加性注意力（additive attention）"),
+    "dot_no_scaling": ("缩放点积注意力忘了缩放", "症状：d 越大，权重越接近只有一个 1（softmax 饱和）。试一试："
+                       "`q, k = torch.randn(1000, 64), torch.randn(1000, 64)`，再 `print((q * k).sum(-1).var())`："
+                       "d = 64 时点积的方差约是多少？要让它回到 1 左右，该除以什么？", _WHY_SQRT_D),
+    "dot_scale_by_d": ("缩放因子用了 d 本身", "症状：权重比参考的更平均（分数缩得太小）。试一试："
+                       "`q, k = torch.randn(1000, 64), torch.randn(1000, 64)`，再 `print(((q * k).sum(-1) / 64).var())`："
+                       "缩放之后的方差应约为 1，你的是多少？", _WHY_SQRT_D),
+    "dot_scale_by_value_dim": ("用值的维度来缩放", "症状：值的维度与查询、键的长度相同时全对，不同时出错。试一试："
+                               "`a, q = DotProductAttention(0.0).eval(), torch.randn(1, 2, 4)`，再 "
+                               "`a(q, q, torch.randn(1, 2, 2)); w = a.attention_weights; a(q, q, torch.randn(1, 2, 8)); print(w - a.attention_weights)`："
+                               "只换了值，权重应该变吗？", "`DotProductAttention`"),
     "dot_weights_keys": ("用注意力权重对键而不是对值加权", "注意力汇聚的输出是值的加权平均：权重乘的是值，不是键。",
                          "注意力汇聚：值的加权平均"),
     "add_store_after_dropout": (_STORED_AFTER_DROPOUT, _STORED_HINT, "`AdditiveAttention`"),
@@ -419,21 +428,39 @@ MISCONCEPTIONS = {
     "dot_dropout_ignores_eval": (_DROPOUT_IN_EVAL, _DROPOUT_IN_EVAL_HINT, "`DotProductAttention`"),
     "dot_no_dropout": ("注意力权重没有经过暂退法", "训练模式下，暂退法作用在注意力权重上，在它与值相乘之前："
                        "在 __init__ 里定义了 nn.Dropout，还要在前向计算中用上。", "`DotProductAttention`"),
-    "causal_sees_future": ("因果掩蔽的方向反了：查询看的是它之后的键", "自回归模型里，位置 i 的查询只能看位置 ≤ i 的键"
-                           "（过去和自己），权重矩阵是下三角的；看“未来”的键，就等于训练时偷看了答案。",
-                           *_CAUSAL_SLIDE),
-    "causal_strict": ("因果掩蔽差了一位：查询看不到自己", "位置 i 的查询能看的键是 0, 1, …, i：包括它自己（对角线）。"
-                      "条件是“键的位置 ≤ 查询的位置”；用“<”时第 0 个查询一个键也没有。", *_CAUSAL_SLIDE),
-    "causal_aligned_to_start": ("查询数少于键数时，把查询当成了序列开头的几个位置", "解码时新来的查询是序列的最后几个"
-                                "位置（第 t 步的查询看到全部 t 个键）：查询数为 q、键数为 k 时，第 i 个查询的位置是 k − q + i，"
-                                "掩码与右下角对齐，而不是左上角。", "用 KV 缓存时，第 $t$ 步做什么", _DECK_3),
-    "causal_ignores_valid_lens": ("只做了因果掩蔽，忘了有效长度", "valid_lens 之外的键是填充：因果条件满足也不能参与。"
-                                  "两种掩码都要用上。", _MASKING),
-    "causal_union": ("因果掩码与有效长度取了“或”", "一个键要参与，既要在查询之前（或就是它自己），又要在有效长度之内："
-                     "两个条件取“且”；取“或”时，填充的键和未来的键都漏了进来。", _MASKING),
-    "bil_scaled": ("双线性评分多除了 √key_size", "题目的评分函数是 qᵀWk，不缩放：缩放点积注意力除以 √d 是为了点积的方差，"
-                   "这里题目没有要求。", "两种评分函数对比"),
+    "causal_sees_future": ("因果掩蔽的方向反了：查询看的是它之后的键", "症状：权重矩阵是上三角的。试一试："
+                           "`print(causal_masked_softmax(torch.zeros(1, 3, 3))[0])`：第 0 个查询是序列的第一个词元，"
+                           "它能看哪几个键？你的结果里它看了哪几个？", *_CAUSAL_SLIDE),
+    "causal_strict": ("因果掩蔽差了一位：查询看不到自己", "症状：对角线上的权重是 0，第 0 个查询一个键也没有（全是 0 或 NaN）。"
+                      "试一试：`print(causal_masked_softmax(torch.zeros(1, 3, 3))[0])`：第 0 个查询至少要能看一个键，"
+                      "是哪一个？", *_CAUSAL_SLIDE),
+    "causal_aligned_to_start": ("查询数少于键数时，把查询当成了序列开头的几个位置（掩码与左上角对齐）",
+                                "症状：查询数等于键数时全对，查询少于键数时最后一个查询没有看到全部的键。PyTorch 的 "
+                                "F.scaled_dot_product_attention(..., is_causal=True) 正是这样对齐的，试一试："
+                                "`q, k = torch.randn(1, 1, 1, 4), torch.randn(1, 1, 3, 4)`，再 "
+                                "`print(F.scaled_dot_product_attention(q, k, k, is_causal=True) - k[..., :1, :])`："
+                                "差为 0，这唯一的查询只看了第 0 个键。解码时新来的查询是序列最后的几个位置。",
+                                "用 KV 缓存时，第 $t$ 步做什么", _DECK_3),
+    "causal_ignores_valid_lens": ("只做了因果掩蔽，忘了有效长度", "症状：不给 valid_lens 时全对，给了之后结果不变，填充的键"
+                                  "照样分到权重。试一试：`print(causal_masked_softmax(torch.zeros(1, 3, 3), torch.tensor([1]))[0])`："
+                                  "有效长度为 1 时，每个查询应只看第 0 个键。", _MASKING),
+    "causal_union": ("因果掩码与有效长度取了“或”", "症状：填充的键和“未来”的键都分到了权重。试一试："
+                     "`print(causal_masked_softmax(torch.zeros(1, 2, 3), torch.tensor([3])))`：第 0 个查询（位置 1）"
+                     "应只看前 2 个键，有效长度 3 不会让它看到未来，你的结果呢？", _MASKING),
+    "bil_scaled": ("双线性评分多了一个缩放", "症状：分数都比参考的小同一个倍数，权重更平。试一试：把你的模块的 W 设成单位矩阵，"
+                   "用 `q = k = torch.ones(1, 1, 4)` 算出 attention_weights 之前的分数，再与 `q @ k.transpose(1, 2)`（= 4）比较："
+                   "题目的评分函数 qᵀWk 里有除法吗？", "两种评分函数对比"),
 }
+# the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
+FIXES = {"ms_fill_zero": "-inf", "ms_wrong_dim": "dim=-1", "ms_off_by_one": "<", "ms_2d_first_column": "逐行构造",
+         "ms_repeat_not_interleave": "repeat_interleave", "add_relu": "tanh", "dot_no_scaling": "√d",
+         "dot_scale_by_d": "√d", "dot_scale_by_value_dim": "queries.shape[-1]", "dot_weights_keys": "values)",
+         "add_store_after_dropout": "dropout(self.attention_weights)",
+         "dot_store_after_dropout": "dropout(self.attention_weights)",
+         "add_dropout_ignores_eval": "training=self.training", "dot_dropout_ignores_eval": "training=self.training",
+         "dot_no_dropout": "self.dropout(", "causal_sees_future": "≤", "causal_strict": "≤",
+         "causal_aligned_to_start": "右下", "causal_ignores_valid_lens": "两种掩码都要用上", "causal_union": "且",
+         "bil_scaled": "不缩放"}
 
 _DOT_INIT = '''class DotProductAttention(nn.Module):
     def __init__(self, dropout, **kwargs):

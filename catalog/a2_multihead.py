@@ -445,34 +445,45 @@ DECK = "notebooks/02_multihead_attention.ipynb"
 _TRANSPOSES, _ARCHITECTURE = "`transpose_qkv` 与 `transpose_output`", "结构图"
 _TORCH_MHA, _HEAD_MASKING = "对照一：`torch.nn.MultiheadAttention`", "哪个头更重要？逐个掩蔽"
 MISCONCEPTIONS = {
-    "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "(批量大小, 个数, num_hiddens) 先拆成"
-                               "（批量大小，个数，头数，每头维度），再把头的轴换到个数之前（permute），最后把批量和头合并："
-                               "只 reshape 时，不同位置的特征被拼进了同一个“样本”。", _TRANSPOSES),
-    "output_reshape_no_permute": ("合并各头时没有把头的轴换回去", "transpose_output 是 transpose_qkv 的逆：拆出（批量大小，"
-                                  "头数，个数，每头维度）之后，要先把个数换回头之前，再把各头的特征拼在最后一维。", _TRANSPOSES),
-    "valid_lens_repeat": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "transpose_qkv 之后，同一个样本的各个头是"
-                          "相邻的几行：valid_lens 要逐项重复（repeat_interleave，dim=0）；平铺（repeat）时，批量大小大于 1 "
-                          "就有头用了别的样本的有效长度。", "`valid_lens` 要按什么顺序复制？"),
+    "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "症状：只有一个头或只有一个位置时全对。试一试："
+                               "`X = torch.arange(8.).reshape(1, 2, 4)`（2 个位置、2 个头、每头 2 维），再 "
+                               "`print(transpose_qkv(X, 2)[0])`：头 0 的两个位置应是 (0, 1) 与 (4, 5)，你的是什么？", _TRANSPOSES),
+    "output_reshape_no_permute": ("合并各头时没有把头的轴换回去", "症状：transpose_output(transpose_qkv(X, h), h) 不等于 X。"
+                                  "试一试：`X = torch.arange(8.).reshape(1, 2, 4)`，再 "
+                                  "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES),
+    "valid_lens_repeat": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "症状：批量为 1、或各样本的有效长度相同时全对。"
+                          "试一试：`lens = torch.tensor([2, 5])`，再 `print(lens.repeat(4))`：transpose_qkv 之后前 4 行是"
+                          "样本 0 的 4 个头，它们都应该用 2，拿到的是什么？", "`valid_lens` 要按什么顺序复制？"),
     "forget_W_o": ("各头的输出拼接后没有经过 W_o", "多头注意力的输出是 W_o 作用在各头输出的拼接上：W_o 把各头的结果混合"
                    "起来，少了它输出就只是各头结果的并排。", _ARCHITECTURE),
-    "output_heads_outermost": ("合并各头时，把头当成了批量维的外层", "transpose_qkv 合并（批量，头）时，同一个样本的"
-                               "各个头是相邻的几行：样本在外，头在内。transpose_output 拆开时要按同样的顺序，先样本、再头。",
-                               _TRANSPOSES),
-    "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", "每个头各自做缩放点积注意力：除以的是这个头的"
-                             "查询和键的长度的平方根，也就是 num_hiddens / num_heads，不是拼接之后的总宽度。",
-                             "维度怎么选：$p_q=p_k=p_v=p_o/h$"),
-    "dropout_ignores_eval": ("暂退法在 eval() 模式下仍在起作用", "F.dropout 默认 training=True，不会随 model.eval() 关掉："
-                             "用 nn.Dropout 模块（或传入 training=self.training），评估时同样的输入才给出同样的结果。", "试运行"),
-    "hc_heads_interleaved": ("以为各头的特征是交错排列的", "拼接之后，头 i 占连续的第 i 段（num_hiddens / num_heads 个通道），"
-                             "不是每隔 num_heads 个通道取一个。", _HEAD_MASKING),
-    "gpt2_no_transpose": ("把 GPT-2 的 Conv1D 权重当成了 nn.Linear 的存放方式", "nn.Linear 的 weight 形状是（输出维度，"
-                          "输入维度），算的是 x Wᵀ；GPT-2 的 Conv1D 把权重存成（输入维度，输出维度），算的是 x W。d×d 的块"
-                          "形状一样，不转置也不报错，但每个输出用错了权重：复制进 nn.Linear 之前要转置。", _TORCH_MHA),
-    "gpt2_order_kqv": ("c_attn 的三段顺序弄错了", "GPT-2 的 c_attn 把查询、键、值的投影按这个顺序拼在一起，与 "
-                       "nn.MultiheadAttention 的 in_proj_weight 一样：第一段属于查询。", _TORCH_MHA),
+    "output_heads_outermost": ("合并各头时，把头当成了批量维的外层", "症状：批量为 1 时全对，批量大于 1 时样本之间串了结果。"
+                               "试一试：`X = torch.arange(16.).reshape(2, 2, 4)`（批量 2），再 "
+                               "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES),
+    "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", "症状：形状都对，只有数值不对，注意力权重比参考的"
+                             "更平（分数除以了太大的数）。试一试：在 forward 里加一行 `print(queries.shape, keys.shape)`，"
+                             "看一个头的查询和键有多长，再与你的缩放因子里的那个维度比一比。", "维度怎么选：$p_q=p_k=p_v=p_o/h$"),
+    "dropout_ignores_eval": ("暂退法在 eval() 模式下仍在起作用", "症状：调用 eval() 之后，同样的输入两次调用得到不同的结果。"
+                             "试一试：`x = torch.ones(6)`，再 `print(F.dropout(x, 0.5), nn.Dropout(0.5).eval()(x))`："
+                             "两种写法里，哪一种随 eval() 关掉了？", "试运行"),
+    "hc_heads_interleaved": ("以为各头的特征是交错排列的", "症状：只有一个头时全对。试一试："
+                             "`X = torch.arange(8.).reshape(1, 1, 8)`，再 `print(transpose_qkv(X, 4)[1])`：拆头之后，"
+                             "头 1 拿到的是哪几个通道？拼接时它们回到同样的位置。", _HEAD_MASKING),
+    "gpt2_no_transpose": ("把 GPT-2 的 Conv1D 权重当成了 nn.Linear 的存放方式", "症状：形状都对、不报错，输出却与 GPT-2 不一致。"
+                          "试一试：`print(nn.Linear(2, 3).weight.shape)`，再打印 GPT-2 的 `c_attn.weight.shape`（d 行 3d 列）："
+                          "nn.Linear 算的是 x Wᵀ，Conv1D 算的是 x W，同一个 d×d 的块在两边是怎么放的？", _TORCH_MHA),
+    "gpt2_order_kqv": ("c_attn 的三段顺序弄错了", "症状：形状都对，输出却与 GPT-2 不一致，三个投影互相换了位置。试一试："
+                       "`print(nn.MultiheadAttention(4, 2).in_proj_weight.shape)`：它与 GPT-2 的 c_attn 一样把三个投影拼在"
+                       "一起，对照讲义的那一页，三段依次是哪三个？", _TORCH_MHA),
     "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
                      "都不对了。", _ARCHITECTURE),
 }
+
+# the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
+FIXES = {"qkv_reshape_no_permute": "permute", "output_reshape_no_permute": "permute",
+         "valid_lens_repeat": "repeat_interleave", "forget_W_o": "self.W_o(", "output_heads_outermost": "样本在外",
+         "scale_by_num_hiddens": "/ num_heads", "dropout_ignores_eval": "training=self.training",
+         "hc_heads_interleaved": "连续", "gpt2_no_transpose": ".T", "gpt2_order_kqv": "第一段属于查询",
+         "swap_W_k_W_v": "W_v(values)"}
 
 _MHA_INIT = '''class MultiHeadAttention(nn.Module):
     def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):

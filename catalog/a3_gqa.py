@@ -296,6 +296,9 @@ def mha_to_gqa(mha, num_kv_heads):
 
 ALSO_CORRECT = {"hf_style": HF_STYLE}
 STATIC, STATIC_IN_PLACE, STATIC_LIMITS = "test_static_cache", "test_static_cache_in_place", "test_static_cache_limits"
+PAGED, PAGED_BLOCKS, PAGED_LIMITS = "test_paged_cache", "test_paged_blocks", "test_paged_limits"
+_PAGED_GATHER = ("self.keys = self.pool.k[self.block_table].transpose(0, 1).flatten(1, 2)[:, :end]\n"
+                 "        self.values = self.pool.v[self.block_table].transpose(0, 1).flatten(1, 2)[:, :end]")
 _STATIC_HEAD = '''class StaticKVCache:
     def __init__(self, max_len):
         self.max_len, self.length = max_len, 0
@@ -386,6 +389,35 @@ _DECODE_ATTEND = "output = gqa.attention(queries, repeat_kv(keys, n_rep), repeat
 _DROP_BIAS_COPY = ("            if old.bias is not None:\n"
                    "                new.bias.copy_({}(old.bias))\n")
 
+# a PagedKVCache written in chunks (a block's free slots at a time); {gather} builds keys and values
+_PAGED_CHUNKS = '''class PagedKVCache:
+    def __init__(self, pool):
+        self.pool = pool
+        self.block_table = []
+        self.length = 0
+        self.keys = self.values = None
+
+    def append(self, keys, values):
+        size, t_new = self.pool.block_size, keys.size(1)
+        blocks_after = (self.length + t_new + size - 1) // size
+        if blocks_after - len(self.block_table) > len(self.pool.free):
+            raise ValueError("没有足够的空闲块")
+        while len(self.block_table) < blocks_after:
+            self.block_table.append(self.pool.allocate())
+        done = 0
+        while done < t_new:  # 一次写一段：填满当前块的空位
+            block, slot = self.block_table[self.length // size], self.length % size
+            n = min(size - slot, t_new - done)
+            self.pool.k[block, :, slot:slot + n] = keys[:, done:done + n]
+            self.pool.v[block, :, slot:slot + n] = values[:, done:done + n]
+            done, self.length = done + n, self.length + n
+{gather}
+        return self.keys, self.values
+
+    def free(self):
+        self.pool.release(self.block_table)
+        self.block_table, self.length, self.keys, self.values = [], 0, None, None'''
+
 VARIANTS = [
     # ---- question 1: repeat_kv
     {"id": "repeat_tiled",
@@ -436,6 +468,11 @@ VARIANTS = [
          ("nn.Linear(key_size, kv_hiddens, bias=bias)", "nn.Linear(key_size, kv_hiddens)"),
          ("nn.Linear(value_size, kv_hiddens, bias=bias)", "nn.Linear(value_size, kv_hiddens)"),
          ("nn.Linear(num_hiddens, num_hiddens, bias=bias)", "nn.Linear(num_hiddens, num_hiddens)")]},
+     "caught_by": {"test_gqa_shapes"}},
+    {"id": "gqa_wo_no_bias",
+     "mistake": "W_o 写成 nn.Linear(num_hiddens, num_hiddens, bias=False)，不随 bias 设置（Llama 的写法）：只有参数个数不对，输出仍按模块自己的参数算",
+     "edits": {"grouped_query_attention": [("self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)",
+                                            "self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=False)")]},
      "caught_by": {"test_gqa_shapes"}},
     {"id": "own_attention_correct",
      "mistake": "（不是错误）自己写缩放点积注意力而不用 d2l.DotProductAttention：应得满分",
@@ -712,6 +749,40 @@ VARIANTS = [
         self.length += t_new
         return self.keys, self.values"""},
      "caught_by": set()},
+    # ---- question 8: PagedKVCache
+    {"id": "paged_gather_no_transpose",
+     "mistake": "按块表取出各块 (块数, 行数, block_size, head_dim) 后直接 reshape 成 (行数, -1, head_dim)，没有先交换块维与行维：只有一块时看不出来",
+     "edits": {"paged_kv_cache": [(_PAGED_GATHER,
+                                   "rows, d = keys.shape[0], keys.shape[2]\n"
+                                   "        self.keys = self.pool.k[self.block_table].reshape(rows, -1, d)[:, :end]\n"
+                                   "        self.values = self.pool.v[self.block_table].reshape(rows, -1, d)[:, :end]")]},
+     "caught_by": {PAGED}},
+    {"id": "paged_bookkeeping_only",
+     "mistake": "块表只用来记账：照样从块池取块，键和值却仍用 torch.cat 存在自己的张量里，块池的显存没有用上",
+     "edits": {"paged_kv_cache": [
+         ("        for i, p in enumerate(range(self.length, end)):  # 第 p 个词元：块 block_table[p // size] 的第 p % size 个位置\n"
+          "            block = self.block_table[p // size]\n"
+          "            self.pool.k[block][:, p % size] = keys[:, i]\n"
+          "            self.pool.v[block][:, p % size] = values[:, i]\n", ""),
+         (_PAGED_GATHER, "self.keys = keys if self.keys is None else torch.cat([self.keys, keys], dim=1)\n"
+                         "        self.values = values if self.values is None else torch.cat([self.values, values], dim=1)")]},
+     "caught_by": {PAGED_BLOCKS}},
+    {"id": "paged_no_precheck",
+     "mistake": "不先检查空闲块够不够，直接逐个 pool.allocate()：中途抛出 ValueError 时已经取走的块既没进块表、也没还回块池",
+     "edits": {"paged_kv_cache": [
+         ("        if needed > len(self.pool.free):  # 先检查，再改动：出错时缓存和块池保持原样\n"
+          "            raise ValueError(f\"块池只剩 {len(self.pool.free)} 个空闲块，这次要 {needed} 个\")\n", "")]},
+     "caught_by": {PAGED_LIMITS}},
+    {"id": "paged_free_keeps_blocks",
+     "mistake": "free() 只清空了自己的块表，没有把块还给块池：释放的块再也没人能用",
+     "edits": {"paged_kv_cache": [("        self.pool.release(self.block_table)\n", "")]},
+     "caught_by": {PAGED, PAGED_LIMITS}},
+    {"id": "paged_chunks_ok",
+     "mistake": "（正确）一次写满当前块的一段空位而不是逐个词元，用 torch.cat 沿词元维拼起各块",
+     "cells": {"paged_kv_cache": _PAGED_CHUNKS.format(gather='''\
+        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
+        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]''')},
+     "caught_by": set()},
     {"id": "static_subclass_ok",
      "mistake": "（正确）继承第 4 题的 KVCache（沿用它的 keys、values），缓冲区用 torch.zeros_like 按第一次的键分配",
      "cells": {"static_kv_cache": """class StaticKVCache(KVCache):
@@ -741,46 +812,85 @@ VARIANTS = [
 
 DECK = "notebooks/03_mqa_gqa.ipynb"
 _CACHE_SIZE, _CONVERSION = "KV 缓存有多大？", "把训练好的 MHA 转换成 GQA"
-_TILED = ("键值头被平铺（repeat），而不是让相邻的查询头共用一个", "查询头 i 用键值头 i // n_rep：每个键值头复制 n_rep 份、"
-          "紧挨着放（repeat_interleave）；平铺时头 i 拿到的是键值头 i mod g，批量大小大于 1 时还会拿到别的样本的键和值。",
-          "用 `repeat` 平铺会错在哪？")
+_TILED = ("键值头被平铺（repeat），而不是让相邻的查询头共用一个",
+          "症状：num_kv_heads = 1 或 n_rep = 1 时全对，其余情况下查询头拿到的不是自己那一组的键值头，批量大于 1 时还拿到别的样本的。"
+          "试一试：`X = torch.arange(4.).reshape(4, 1, 1)`（批量 2、每个样本 2 个键值头），再 `print(X.repeat(2, 1, 1).flatten())`："
+          "样本 0 的 4 个查询头应依次拿到 0, 0, 1, 1，它们拿到了什么？", "用 `repeat` 平铺会错在哪？")
 _GQA_FORWARD = "`GroupedQueryAttention` 的前向计算"
-_SCALE_HINT = ("每个查询头各自做缩放点积注意力：除以的是这个头的查询和键的长度的平方根，也就是 num_hiddens / num_heads；"
-               "键值头与查询头一样宽，共用键值头不改变它。")
+_SCALE_HINT = ("症状：形状都对，只有数值不对，注意力权重比参考的更平（分数除以了太大的数）。试一试：在 forward 里加一行 "
+               "`print(queries.shape, keys.shape)`，看一个头的查询和键有多长，再与你的缩放因子里的那个维度比一比。")
+_NO_W_O = ("各头的输出拼接后没有经过 W_o", "症状：输出的形状对，数值却与参考的全都不同，而且与 W_o 的参数无关。试一试：把模块的 "
+           "`W_o.weight` 改成 `2 * torch.eye(num_hiddens)` 再算一次：输出应该变成两倍，你的变了吗？",
+           "结构图", "notebooks/02_multihead_attention.ipynb")
 MISCONCEPTIONS = {
     "repeat_tiled": _TILED,
     "gqa_tiles_kv": _TILED,
     "decode_tiles_kv": _TILED,
     "expand_tiled": _TILED,
-    "valid_lens_tiled": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "transpose_qkv 之后，同一个样本的各个查询头"
-                         "是相邻的几行：valid_lens 要逐项重复（repeat_interleave，dim=0）；平铺（repeat）时，批量大小大于 1 "
-                         "就有头用了别的样本的有效长度。", "`valid_lens` 要按什么顺序复制？",
+    "valid_lens_tiled": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "症状：批量为 1、或各样本的有效长度相同时全对，"
+                         "有效长度各不相同时出错。试一试：`lens = torch.tensor([2, 5])`，再 `print(lens.repeat(4))`："
+                         "transpose_qkv 之后前 4 行是样本 0 的 4 个查询头，它们都应该用 2，拿到的是什么？",
+                         "`valid_lens` 要按什么顺序复制？",
                          "notebooks/02_multihead_attention.ipynb"),
     "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", _SCALE_HINT, _GQA_FORWARD),
     "scale_by_kv_width": ("缩放因子用了键值投影的总宽度，而不是每个头的维度", _SCALE_HINT, _GQA_FORWARD),
-    "bytes_no_batch": ("KV 缓存的字节数忘了乘批量大小", "批量里的每个样本都有自己的一份键和值：总字节数要乘批量大小。",
+    "bytes_no_batch": ("KV 缓存的字节数忘了乘批量大小", "症状：批量为 1 时全对，批量大于 1 时结果不变。试一试："
+                       "`print(kv_cache_bytes(32, 32, 128, 1, batch_size=1))`，再把 batch_size 改成 8：8 个样本各有自己的键和值，"
+                       "两个数应差几倍？",
                        _CACHE_SIZE),
-    "cache_returns_new_only": ("KVCache 只返回了这一步的键和值", "新词元的查询要看到全部已有的词元：append 返回拼接之后"
-                               "到目前为止的全部键和值，而不只是刚追加的那一份。", "`KVCache` 与 `decode_step`"),
-    "decode_caches_repeated": ("缓存里存的是复制之后的键和值", "GQA 省显存，靠的是缓存里只存 num_kv_heads 个头：新词元的键和值"
-                               "先放进缓存，每一步再把缓存里的键值复制给同组的查询头；先复制再缓存，缓存就和 MHA 一样大了。",
+    "cache_returns_new_only": ("KVCache 只返回了这一步的键和值", "症状：第一步对，之后每一步都只看到最新的词元。试一试："
+                               "`c = KVCache(); c.append(torch.zeros(1, 1, 2), torch.zeros(1, 1, 2))`，再 "
+                               "`print(c.append(torch.ones(1, 1, 2), torch.ones(1, 1, 2))[0].shape)`：缓存里已有 2 个词元，"
+                               "返回的有几个？", "`KVCache` 与 `decode_step`"),
+    "decode_caches_repeated": ("缓存里存的是复制之后的键和值", "症状：输出完全正确，只有缓存的检查不过。试一试：解码两步之后 "
+                               "`print(cache.keys.shape)`，再算 batch_size*num_kv_heads：缓存的第 0 维是它吗？GQA 省下的显存还在吗？",
                                "GQA 的解码一步"),
-    "pool_strided": ("转换时按间隔而不是按相邻的头分组", "GQA 中查询头 i 用键值头 i // n_rep：一组是相邻的 n_rep 个头，"
-                     "平均池化也要在相邻的头之间做；按间隔分组，组里的头与之后用它的查询头对不上。", _CONVERSION),
-    "static_whole_buffer": ("返回了整个预分配的缓冲区，包括还没写入的空位", "缓冲区后面的空位还是 0：注意力要是看了它们，"
-                            "全零的键也会分到权重。append 只返回已经写入的前 length 个位置（一个视图，不必复制）。",
+    "pool_strided": ("转换时按间隔而不是按相邻的头分组", "症状：num_kv_heads = 1 或 num_heads 时全对，其余情况下组里的头"
+                     "与之后用这一组的查询头对不上。试一试：`heads = torch.arange(8.)`（8 个头的编号，g = 2），再 "
+                     "`print(heads.reshape(4, 2).mean(0), heads.reshape(2, 4).mean(1))`：查询头 0–3 用键值头 0，"
+                     "第 0 组该是哪几个头的平均？", _CONVERSION),
+    "static_whole_buffer": ("返回了整个预分配的缓冲区，包括还没写入的空位", "症状：返回的键总有 max_len 个，解码的输出也不对。"
+                            "试一试：`c = StaticKVCache(5); k, _ = c.append(torch.ones(1, 2, 3), torch.ones(1, 2, 3))`，再 "
+                            "`print(k.shape, k[0, :, 0])`：只放了 2 个词元，注意力会看到几个键？全零的键会分到权重吗？",
                             "实测：预先分配的 KV 缓存"),
-    "repeat_token_dim": ("repeat_kv 沿词元维复制了", "要复制的是头：键值头与批量合在第 0 维，沿第 0 维复制；沿第 1 维复制，"
-                         "得到的是重复的词元。", "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
-    "bytes_no_factor_2": ("KV 缓存的字节数只算了键，没算值", "键和值各存一份：公式开头的 2 就是这两份。", _CACHE_SIZE),
-    "bytes_no_layers": ("KV 缓存的字节数忘了乘层数", "每一层都缓存自己的键和值：总字节数要乘层数。", _CACHE_SIZE),
-    "cache_cat_dim0": ("KVCache 沿第 0 维拼接", "缓存的形状是（批量大小·键值头数，词元数，每头维度）：新词元接在词元维"
-                       "（第 1 维）上；沿第 0 维拼接，新词元就成了新的头。", "`KVCache` 与 `decode_step`"),
-    "pool_sum": ("转换时组内求和，而不是取平均", "转换用平均池化：组内 n_rep 个头的投影取平均；求和让键和值放大了 n_rep 倍。",
-                 _CONVERSION),
-    "pool_first_head": ("转换时每组只保留了第一个头", "平均池化用组内全部 n_rep 个头：只取第一个头，其余头学到的投影就"
-                        "丢掉了。", _CONVERSION),
+    "repeat_token_dim": ("repeat_kv 沿词元维复制了", "症状：返回值第 1 维（词元数）变成了 n_rep 倍。试一试："
+                         "`X = torch.arange(4.).reshape(2, 2, 1)`，再 `print(repeat_kv(X, 2).shape)`：2 个键值头、2 个词元，"
+                         "复制给 4 个查询头之后应是 (4, 2, 1)，你的是什么？", "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
+    "bytes_no_factor_2": ("KV 缓存的字节数只算了键，没算值", "症状：结果正好是正确值的一半。试一试："
+                          "`print(kv_cache_bytes(32, 32, 128, 1))`：Llama-2-7B 每个词元占 512 KiB（524288 字节），"
+                          "你的是多少？每个词元缓存了哪几样东西？", _CACHE_SIZE),
+    "bytes_no_layers": ("KV 缓存的字节数忘了乘层数", "症状：一层的模型全对，层数多时结果不变。试一试："
+                        "`print(kv_cache_bytes(1, 8, 128, 1), kv_cache_bytes(80, 8, 128, 1))`：80 层的模型每层都缓存，"
+                        "两个数应差几倍？", _CACHE_SIZE),
+    "cache_cat_dim0": ("KVCache 沿第 0 维拼接", "症状：追加之后第 0 维（行数）变大，词元数不变。试一试："
+                       "`c = KVCache(); c.append(torch.zeros(2, 1, 3), torch.zeros(2, 1, 3))`，再 "
+                       "`print(c.append(torch.ones(2, 1, 3), torch.ones(2, 1, 3))[0].shape)`：已有 2 个词元，形状应是 (2, 2, 3)。",
+                       "`KVCache` 与 `decode_step`"),
+    "pool_sum": ("转换时组内求和，而不是取平均", "症状：g = num_heads 时全对，其余情况下新的 W_k、W_v 正好是应有的 n_rep 倍。"
+                 "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); nn.init.ones_(m.W_k.weight)`，再 "
+                 "`print(mha_to_gqa(m, 2).W_k.weight)`：全是 1 的两个头合成一组，结果应是几？", _CONVERSION),
+    "paged_gather_no_transpose": (
+        "按块取出后直接 reshape，块维与行维的顺序没有调整",
+        "症状：只用一个块时键和值都对，用到两个块以上时顺序乱了，还混进别的行的词元。试一试："
+        "`x = torch.arange(8).reshape(2, 2, 2)`（块数、行数、每块词元数：x[b, r] 是第 b 块里第 r 行的词元），"
+        "再 `print(x.reshape(2, -1)[0])`：第 0 行应是 0, 1, 4, 5，打印出来的是什么？", "逐步看形状",
+        "notebooks/02_multihead_attention.ipynb"),
+    "gqa_forgets_W_o": _NO_W_O,
+    "decode_forgets_W_o": _NO_W_O,
+    "pool_first_head": ("转换时每组只保留了第一个头", "症状：g = num_heads 时全对，其余情况下组里只有一个头的投影留了下来。"
+                        "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
+                        "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
+                        "头 1 的权重算进去了吗？", _CONVERSION),
 }
+
+# the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
+_TILED_FIX = "repeat_interleave"
+FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_kv": _TILED_FIX, "expand_tiled": _TILED_FIX,
+         "valid_lens_tiled": _TILED_FIX, "scale_by_num_hiddens": "/ num_heads", "scale_by_kv_width": "/ num_heads",
+         "bytes_no_batch": "* batch_size", "cache_returns_new_only": "return self.keys",
+         "decode_caches_repeated": "repeat_kv(keys", "pool_strided": "相邻", "static_whole_buffer": "[:, :",
+         "repeat_token_dim": "dim=0", "bytes_no_factor_2": "2 *", "bytes_no_layers": "* num_layers",
+         "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
 
 
 def _pooling_twin(reduce):
@@ -941,6 +1051,21 @@ TWINS = {
         self._v.append(values)
         self.keys, self.values = torch.cat(self._k), torch.cat(self._v)
         return self.keys, self.values'''},
+    "paged_gather_no_transpose": {"paged_kv_cache": _PAGED_CHUNKS.format(gather='''\
+        rows, d = keys.size(0), keys.size(2)
+        self.keys = torch.cat([self.pool.k[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]
+        self.values = torch.cat([self.pool.v[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]''')},
+    "gqa_forgets_W_o": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                    body=_INTERLEAVED).replace(
+        "return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))",
+        "out = self.attention(q, k, v, valid_lens)\n        return out.reshape(-1, h, *out.shape[1:]).transpose(1, 2).flatten(2)")},
+    "decode_forgets_W_o": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    q = transpose_qkv(gqa.W_q(x), h)
+    k, v = cache.append(transpose_qkv(gqa.W_k(x), g), transpose_qkv(gqa.W_v(x), g))
+    k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+    out = gqa.attention(q, k, v, None)  # (batch_size*h, 1, head_dim)
+    return out.reshape(x.shape[0], h, 1, -1).transpose(1, 2).reshape(x.shape[0], 1, -1)'''},
     "pool_sum": {"mha_to_gqa": _pooling_twin("sum(dim=1)")},
     "pool_first_head": {"mha_to_gqa": _pooling_twin("select(1, 0)")},
 }

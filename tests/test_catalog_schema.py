@@ -19,7 +19,7 @@ def _broken(unit, change):
     catalog = load_catalog(ROOT, unit)
     fake = types.SimpleNamespace(**{k: copy.deepcopy(getattr(catalog, k)) for k in
                                     ("NOTEBOOK", "LECTURER", "ALSO_CORRECT", "VARIANTS", "DECK", "MISCONCEPTIONS",
-                                     "TWINS", "__file__")})
+                                     "FIXES", "TWINS", "__file__")})
     change(fake)
     return catalog_problems(fake, source_notebook(ROOT, unit, catalog))
 
@@ -39,6 +39,10 @@ def _broken(unit, change):
                                                       "掩蔽 softmax 的做法")), "quotes the answer"),
     (lambda c: c.MISCONCEPTIONS.update(no_such_variant=("x", "y", "掩蔽 softmax 的做法")), "no variant has this id"),
     (lambda c: c.TWINS.pop("ms_fill_zero"), "TWINS has no answer"),
+    (lambda c: c.FIXES.pop("ms_fill_zero"), "FIXES['ms_fill_zero']"),
+    (lambda c: c.MISCONCEPTIONS.update(ms_fill_zero=(c.MISCONCEPTIONS["ms_fill_zero"][0],
+                                                      "被掩蔽的分数要换成 " + c.FIXES["ms_fill_zero"],
+                                                      c.MISCONCEPTIONS["ms_fill_zero"][2])), "gives the fix"),
 ])
 def test_the_schema_check_can_fail(change, words):
     problems = _broken(UNITS[0], change)

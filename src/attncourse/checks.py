@@ -115,3 +115,24 @@ def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -
     import torch
     got = got.detach().float().cpu()
     return got.shape == expected.shape and torch.allclose(got, expected.float().cpu(), rtol=rtol, atol=atol)
+
+
+def differences(got: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0, atol: float = 0.0,
+                limit: int = 4) -> str:
+    """For an assertion message: where `got` differs from `expected` (beyond `rtol`, `atol`), compared on the CPU.
+
+    The first line says how many positions differ (or that the shapes do), so that it reads alone where only a
+    message's first lines are shown (Validate); then the first `limit` of them as rows 位置 / 期望 / 实际 aligned in
+    columns, each row indented by two spaces (feedback shows such lines in a fixed-width font)."""
+    import torch
+    got, expected = got.detach().cpu().double(), expected.detach().cpu().double()
+    if got.shape != expected.shape:
+        return f"形状不同：期望 {tuple(expected.shape)}，实际 {tuple(got.shape)}"
+    wrong = (~torch.isclose(got, expected, rtol=rtol, atol=atol)).nonzero().tolist()
+    if not wrong:
+        return "在这个容差内没有不同的位置"
+    columns = [(str(tuple(i)), f"{expected[tuple(i)].item():.4g}", f"{got[tuple(i)].item():.4g}") for i in wrong[:limit]]
+    widths = [max(map(len, column)) for column in columns]
+    rows = ["  " + label + "".join(f"  {column[row]:>{width}}" for column, width in zip(columns, widths, strict=True))
+            for row, label in enumerate(("位置", "期望", "实际"))]
+    return "\n".join([f"共 {len(wrong)} 处不同，前 {len(columns)} 处：", *rows])

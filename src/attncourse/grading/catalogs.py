@@ -13,7 +13,10 @@ A catalog defines:
   that only shows on a GPU;
 - `DECK`, `MISCONCEPTIONS` (optional): {variant id: (label, hint, slide title of DECK[, another deck])} for the
   variants that show a misunderstanding; the grader names one in the feedback when a failed test's outputs
-  are its own (run/diagnosis.py). The hint points to the slide and never quotes the answer;
+  are its own (run/diagnosis.py). The hint describes the symptom and an experiment the student can run, points to
+  the slide and never quotes the answer;
+- `FIXES`: {misconception id: the token that tells its fix apart (`repeat_interleave`, `dim=-1`)}: its hint must
+  not contain it;
 - `TWINS`: {misconception id: {solution grade_id: code}}, each misconception written another way, as a
   student would: it must lose the same points and be named.
 """

@@ -128,8 +128,9 @@ def _slide_titles(deck: str | os.PathLike[str]) -> set[str]:
 def misconception_problems(catalog: ModuleType, source_nb: NotebookNode, variant_ids: set[Any],
                            answers: set[str]) -> list[str]:
     """`MISCONCEPTIONS` name variants, each with a label, a hint and the title of a slide of `DECK` (or of the deck
-    given fourth); a hint quotes no line of the reference answer; `TWINS` write each misconception another way,
-    in answer cells."""
+    given fourth); a hint quotes no line of the reference answer nor the token of its own fix (`FIXES`: {variant
+    id: the token that tells the fix apart, such as `repeat_interleave`}); `TWINS` write each misconception another
+    way, in answer cells."""
     found = getattr(catalog, "MISCONCEPTIONS", {})
     if not found:
         return []
@@ -154,6 +155,12 @@ def misconception_problems(catalog: ModuleType, source_nb: NotebookNode, variant
             problems.append(f"MISCONCEPTIONS[{vid!r}]: {slide!r} is no slide title of {deck}")
         problems += [f"MISCONCEPTIONS[{vid!r}]: the hint quotes the answer ({line!r})" for line in code
                      if line in hint or line in label]
+        fix = getattr(catalog, "FIXES", {}).get(vid)
+        if not (isinstance(fix, str) and fix.strip()):
+            problems.append(f"FIXES[{vid!r}]: give the token that distinguishes the fix (a hint must not contain it)")
+        elif fix.lower() in hint.lower():
+            problems.append(f"MISCONCEPTIONS[{vid!r}]: the hint gives the fix ({fix!r}): describe the symptom and an "
+                            "experiment the student can run instead")
     twins = getattr(catalog, "TWINS", {})
     problems += [f"TWINS has no answer for misconception {vid!r}" for vid in found if vid not in twins]
     for vid, cells in twins.items():

@@ -57,6 +57,13 @@ def verdict(outputs: list[NotebookNode]) -> tuple[bool, str]:
     return False, f"未通过：{err.get('ename')}: {message}"
 
 
+def _message_line(line: str) -> str:
+    """A line of a failed test's message as HTML; the rows that `attncourse.checks.differences` indents by two
+    spaces (位置 / 期望 / 实际) in a fixed-width font, so that their columns line up."""
+    text = html.escape(line)
+    return f'<span class="aligned">{text}</span>' if line.startswith("  ") else text
+
+
 class FeedbackExporter(HTMLExporter):
     """The feedback pages' exporter (`c.GenerateFeedback.exporter_class`), configured as `c.FeedbackExporter`
     with the course's Chinese template: only feedback uses it, formgrader keeps nbgrader's own templates."""
@@ -87,7 +94,7 @@ class HideTestSource(Preprocessor):
             word, rest = text.split("：", 1) if "：" in text else (text, "")
             badge = f'<span class="verdict {"pass" if passed else "fail"}">{html.escape(word)}</span>'
             cell.outputs = [new_output("display_data", data={
-                "text/html": badge + (" " + "<br>".join(map(html.escape, rest.splitlines())) if rest else ""),
+                "text/html": badge + (" " + "<br>".join(map(_message_line, rest.splitlines())) if rest else ""),
                 "text/plain": text})]  # a likely mistake (run/diagnosis.py) is the message's last line
         return cell, resources
 
