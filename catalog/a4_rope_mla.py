@@ -591,3 +591,207 @@ VARIANTS = [
      "edits": {"mha_to_mla_svd": [("up = U[:, :r] * S[:r]  # (2D, r)", "up = U[:, :r]")]},
      "caught_by": _SVD_ALL},
 ]
+
+# ---------------------------------------------------------------------------------------------------------------
+# misconceptions (label, hint, slide title of DECK[, another deck]) and their twins: see catalog/a1_scoring.py.
+# A hint gives the symptom and a two-line experiment that shows it, and names the slide; never the fix.
+
+_PAIRING, _FREQ = "两种约定：交错（interleaved）与对半（half-split）", "$d$ 维：$d/2$ 个平面，各有各的频率"
+_TABLE_1, _DECOUPLED, _GQA_SPECIAL = "每个词元缓存多少：DeepSeek-V2 表 1", "解耦 RoPE（decoupled RoPE）", "GQA 是 MLA 的特例"
+_ABSORB, _LOW_RANK = "权重吸收：在潜空间里做注意力", "不带 RoPE 的 MLA 是一种 MHA"
+_NO_SCALE = ("转换时没有补偿 MLA 多出来的旋转维度 d_h^R", "症状：转换结果的注意力比原模块更平，输出对不上。试一试："
+             "对同一个输入分别打印原模块和转换结果第 0 个头的注意力权重（attention.attention_weights[0]），"
+             "再比较两者打分时各除以了多少。", _DECOUPLED)
+MISCONCEPTIONS = {
+    "rope_interleaved": ("RoPE 用了交错配对，而题目规定前后两半配对", "症状：d = 2 时结果正确，d ≥ 4 时就不对。试一试："
+                         "对 d = 4 的单位向量 (1, 0, 0, 0) 在位置 1 做旋转，看第 0 维是和第 1 维还是第 2 维一起转。", _PAIRING),
+    "rope_freq_without_2": ("RoPE 的频率漏了指数里的 2", "症状：第 0 对正确，后面各对转得太快。试一试：d = 4、base = 100 时，"
+                            "(0, 1, 0, 0) 在位置 1 转过的角度应是多少？打印你的结果与 cos、sin 的值对照。", _FREQ),
+    "rope_sign": ("RoPE 的旋转方向反了", "症状：相对性质仍然成立，但每个向量都转向了另一边。试一试：d = 2 时把 (1, 0) 放在位置 1，"
+                  "结果的第二维应为 sin 1 > 0，看看你的是正还是负。", "RoPE：二维情形"),
+    "rope_bf16_angles": ("RoPE 的角度在 bfloat16 中计算", "症状：float32 输入正确，bfloat16 输入在大位置处完全不对。试一试："
+                         "打印 torch.tensor(4001.0).bfloat16().item()，再想想位置乘以频率之后角度差了多少弧度。", "角度要用 float32 计算"),
+    "bytes_factor_2": ("MLA 的缓存也乘了 2（以为潜向量像键和值一样存两份）", "症状：DeepSeek-V2 每个词元算出 135 KiB 而不是 67.5 KiB。"
+                       "试一试：数一数 MLA 解码时每个词元每层存进缓存的张量有几样、各多少个元素。", _TABLE_1),
+    "bytes_no_rope_key": ("MLA 的缓存漏了共用的旋转键", "症状：DeepSeek-V2 每个词元算出 60 KiB 而不是 67.5 KiB。"
+                          "试一试：看你的 mla_decode_step 每一步往缓存里追加了哪两样，各多少维。", _TABLE_1),
+    "mla_scale_without_rope_dim": ("缩放因子只用了 d_h，漏了旋转部分的 d_h^R", "症状：W_qr、W_kr 为零时也与参考结果不同，"
+                                   "注意力比应有的更尖。试一试：打印查询的最后一维长度，再算一算你的打分除以了多少。", _DECOUPLED),
+    "mla_valid_lens_tiled": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "症状：批量为 1 或各样本长度相同时正确，"
+                             "长度不同时出错。试一试：valid_lens = [1, 3]、2 个头时，打印你扩展之后的 valid_lens，"
+                             "对照 transpose_qkv 之后第 0、1 行各是哪个样本的哪个头。", "`valid_lens` 要按什么顺序复制？",
+                             "notebooks/02_multihead_attention.ipynb"),
+    "decode_position_zero": ("解码时新词元的位置又从 0 算起", "症状：第一段正确，之后每一步都不对，缓存里的旋转键也不对。试一试："
+                             "先放入 3 个词元再放 1 个，打印这一步用的位置，和它在整段序列中的位置比较。", "RoPE 与 KV 缓存"),
+    "decode_top_left_causal": ("因果掩码按左上角对齐，忘了缓存里已有的词元", "症状：空缓存时正确，缓存里已有词元后，新词元几乎只看"
+                               "最前面的词元。试一试：缓存里已有 3 个词元时再放 2 个，打印 mla.attention.attention_weights 的最后一行，"
+                               "看哪些位置的权重是 0。", "`mla_decode_step`"),
+    "decode_caches_up_projected": ("把上投影之后的键和值也放进了缓存", "症状：输出都对，缓存却和多头注意力一样大。试一试：解码几步后"
+                                   "打印 vars(cache) 里每个张量的形状，按 mla_cache_bytes 的口径算一算每个词元占多少。",
+                                   "缓存在哪里才是关键"),
+    "absorbed_scale_latent": ("吸收之后按潜向量的维度 d_c + d_h^R 缩放", "症状：d_c = d_h 时正确，否则注意力的尖锐程度不对。试一试："
+                              "用同一个缓存分别跑朴素的和吸收的解码，比较两者打分之前除以的数；吸收只改写了乘法的顺序。", _ABSORB),
+    "absorbed_reshape_order": ("按头切分 W_uk 的顺序不对，每个头拿到了别的头的行", "症状：只有一个头（或每头一维）时正确。试一试："
+                               "取 h = 2、d_h = 2、d_c = 1、W_uk.weight = [[0], [1], [2], [3]]，打印你切出的第 0 个头，"
+                               "应是 transpose_qkv 里第 0 个头用的那两行。", _ABSORB),
+    "gqa_to_mla_tiled": ("转换时查询头 i 用了键值头 i % g，而不是 i // n_rep", "症状：g = 1 或 g = h 时正确，其余不对。试一试："
+                         "h = 4、g = 2 时，把转换结果的 W_uk.weight 画出来（或打印哪些块非零），对照第 3 讲的分组。", _GQA_SPECIAL),
+    "gqa_to_mla_no_scale": _NO_SCALE,
+    "svd_no_scale": _NO_SCALE,
+    "svd_separate": ("对 W_k、W_v 分别做截断 SVD，而不是联合分解", "症状：r = num_hiddens 时也不精确，截断时误差比最优值大。试一试："
+                     "打印 torch.linalg.svdvals(torch.cat([W_k, W_v])) 和分别对 W_k、W_v 的奇异值，"
+                     "比较同样 r 个维度各能保留多少平方和。", _LOW_RANK),
+    "svd_eigh_ascending": ("用 eigh 求奇异向量时保留了最小的特征值方向", "症状：r = num_hiddens 时精确，截断后误差远大于"
+                           "截掉的奇异值平方和。试一试：打印 torch.linalg.eigh(W.T @ W).eigenvalues，看它们是怎样排列的。",
+                           _LOW_RANK),
+}
+
+
+def _rope_twin(body):
+    return '''def apply_rope(X, positions, base=10000):
+    d, half = X.shape[-1], X.shape[-1] // 2
+''' + body
+
+
+_MLA_TWIN = '''class MultiHeadLatentAttention(nn.Module):
+    def __init__(self, num_hiddens, num_heads, kv_lora_rank, qk_rope_head_dim, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads, self.head_dim = num_heads, num_hiddens // num_heads
+        self.attention = d2l.DotProductAttention(dropout)
+        width = num_heads * self.head_dim
+        self.W_q = nn.Linear(num_hiddens, width, bias=False)
+        self.W_qr = nn.Linear(num_hiddens, num_heads * qk_rope_head_dim, bias=False)
+        self.W_dkv = nn.Linear(num_hiddens, kv_lora_rank, bias=False)
+        self.W_uk = nn.Linear(kv_lora_rank, width, bias=False)
+        self.W_uv = nn.Linear(kv_lora_rank, width, bias=False)
+        self.W_kr = nn.Linear(num_hiddens, qk_rope_head_dim, bias=False)
+        self.W_o = nn.Linear(width, num_hiddens, bias=False)
+
+    def forward(self, X, valid_lens):
+        h = self.num_heads
+        pos = torch.arange(X.shape[1], device=X.device)
+        c = self.W_dkv(X)
+        q = torch.cat([transpose_qkv(self.W_q(X), h), apply_rope(transpose_qkv(self.W_qr(X), h), pos)], -1)
+        k = torch.cat([transpose_qkv(self.W_uk(c), h), apply_rope(self.W_kr(X), pos).repeat_interleave(h, 0)], -1)
+{body}
+        out = self.attention(q, k, transpose_qkv(self.W_uv(c), h), valid_lens)
+        return self.W_o(transpose_output(out, h))'''
+
+_HF_DECODE_TWIN = '''def mla_decode_step(mla, x, cache):
+    bsz, q_len, _ = x.size()
+    past = 0 if cache.latents is None else cache.latents.shape[1]
+    position_ids = {positions}
+    q_nope = mla.W_q(x).view(bsz, q_len, mla.num_heads, -1).transpose(1, 2)
+    q_pe = apply_rope(mla.W_qr(x).view(bsz, q_len, mla.num_heads, -1).transpose(1, 2), position_ids)
+    compressed_kv, k_pe = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), position_ids))
+    kv_len = compressed_kv.shape[1]
+    k_nope = mla.W_uk(compressed_kv).view(bsz, kv_len, mla.num_heads, -1).transpose(1, 2)
+    value_states = mla.W_uv(compressed_kv).view(bsz, kv_len, mla.num_heads, -1).transpose(1, 2)
+    query_states = torch.cat([q_nope, q_pe], dim=-1)
+    key_states = torch.cat([k_nope, k_pe[:, None].expand(-1, mla.num_heads, -1, -1)], dim=-1)
+    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * query_states.shape[-1] ** -0.5
+    keep = {keep}
+    attn_weights = attn_weights.masked_fill(~keep, torch.finfo(attn_weights.dtype).min)
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    attn_output = torch.matmul(attn_weights, value_states)
+    return mla.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))'''
+_RIGHT_POSITIONS = "torch.arange(past, past + q_len, device=x.device)"
+_RIGHT_KEEP = "torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril(diagonal=past)"
+
+_GQA_TWIN = '''def gqa_to_mla(gqa, qk_rope_head_dim=2):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    D = gqa.W_q.out_features
+    d = D // h
+    mla = MultiHeadLatentAttention(D, h, 2 * g * d, qk_rope_head_dim, 0.0).to(gqa.W_q.weight)
+    state = {{name: torch.zeros_like(value) for name, value in mla.state_dict().items()}}
+    state["W_dkv.weight"] = torch.cat([gqa.W_k.weight, gqa.W_v.weight]).detach().clone()
+    for i in range(h):
+        j = {group}
+        for start, name in ((0, "W_uk.weight"), (g * d, "W_uv.weight")):
+            state[name][i * d:(i + 1) * d, start + j * d:start + (j + 1) * d] = torch.eye(d)
+    state["W_q.weight"] = gqa.W_q.weight.detach() * {scale}
+    state["W_o.weight"] = gqa.W_o.weight.detach().clone()
+    mla.load_state_dict(state)
+    return mla'''
+
+_SVD_TWIN = '''def mha_to_mla_svd(mha, kv_lora_rank, qk_rope_head_dim=2):
+    h, D, r = mha.num_heads, mha.W_q.out_features, kv_lora_rank
+    mla = MultiHeadLatentAttention(D, h, r, qk_rope_head_dim, 0.0).to(mha.W_q.weight)
+    W = torch.cat([mha.W_k.weight, mha.W_v.weight]).detach().double()
+{factor}
+    state = {{name: torch.zeros_like(value) for name, value in mla.state_dict().items()}}
+    state["W_dkv.weight"], state["W_uk.weight"], state["W_uv.weight"] = down, up[:D], up[D:]
+    state["W_q.weight"] = mha.W_q.weight.detach() * {scale}
+    state["W_o.weight"] = mha.W_o.weight.detach().clone()
+    mla.load_state_dict(state)
+    return mla'''
+_JOINT = '''    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    down, up = S[:r, None] * Vh[:r], U[:, :r]'''
+_SCALE = "math.sqrt(1 + qk_rope_head_dim / (D // h))"
+
+TWINS = {
+    "rope_interleaved": {"apply_rope": _rope_twin('''    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=X.device)[:half].float() / d))
+    angles = torch.outer(positions.to(X.device).float(), freqs)
+    freqs_cis = torch.polar(torch.ones_like(angles), angles)  # 与 Meta 的 Llama 代码相同
+    x = torch.view_as_complex(X.float().reshape(*X.shape[:-1], half, 2))
+    return torch.view_as_real(x * freqs_cis).flatten(-2).to(X.dtype)''')},
+    "rope_freq_without_2": {"apply_rope": _rope_twin('''    i = torch.arange(half, device=X.device, dtype=torch.float32)
+    angles = positions.to(X.device).float()[:, None] / base ** (i / d)
+    c, s = angles.cos().to(X.dtype), angles.sin().to(X.dtype)
+    x1, x2 = X[..., :half], X[..., half:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1)''')},
+    "rope_sign": {"apply_rope": _rope_twin('''    theta = base ** (-2 * torch.arange(half, device=X.device, dtype=torch.float32) / d)
+    angles = positions.to(X.device).float()[:, None] * theta
+    c, s = angles.cos().to(X.dtype), angles.sin().to(X.dtype)
+    x1, x2 = X[..., :half], X[..., half:]
+    return torch.cat([x1 * c + x2 * s, x2 * c - x1 * s], dim=-1)''')},
+    "rope_bf16_angles": {"apply_rope": _rope_twin('''    theta = torch.pow(base, -torch.arange(0, d, 2, device=X.device, dtype=X.dtype) / d)
+    angles = torch.outer(positions.to(X.device, X.dtype), theta).repeat(1, 2)
+    x1, x2 = X.chunk(2, dim=-1)
+    return X * angles.cos() + torch.cat((-x2, x1), dim=-1) * angles.sin()''')},
+    "bytes_factor_2": {"mla_cache_bytes": '''def mla_cache_bytes(num_layers, kv_lora_rank, qk_rope_head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    per_layer = 2 * (kv_lora_rank + qk_rope_head_dim)  # 键和值各一份
+    return per_layer * num_layers * num_tokens * batch_size * bytes_per_element'''},
+    "bytes_no_rope_key": {"mla_cache_bytes": '''def mla_cache_bytes(num_layers, kv_lora_rank, qk_rope_head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    elements = num_layers * kv_lora_rank * num_tokens * batch_size  # 每层缓存一个潜向量
+    return elements * bytes_per_element'''},
+    "mla_scale_without_rope_dim": {"multi_head_latent_attention": _MLA_TWIN.format(body='''        q = q * math.sqrt(q.shape[-1] / self.head_dim)  # 按内容部分的维度缩放
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, 0)''')},
+    "mla_valid_lens_tiled": {"multi_head_latent_attention": _MLA_TWIN.format(body='''        if valid_lens is not None:
+            valid_lens = torch.cat([valid_lens] * h)''')},
+    "decode_position_zero": {"mla_decode_step": _HF_DECODE_TWIN.format(
+        positions="torch.arange(q_len, device=x.device)", keep=_RIGHT_KEEP)},
+    "decode_top_left_causal": {"mla_decode_step": _HF_DECODE_TWIN.format(
+        positions=_RIGHT_POSITIONS, keep="torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril()")},
+    "decode_caches_up_projected": {"mla_decode_step": _HF_DECODE_TWIN.format(
+        positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP).replace(
+        "    query_states = torch.cat(", "    cache.kv = (k_nope, value_states)  # 省得下一步再上投影\n    query_states = torch.cat(")},
+    "absorbed_scale_latent": {"absorbed_decode_step": '''def absorbed_decode_step(mla, x, cache):
+    h, B = mla.num_heads, x.shape[0]
+    t = 0 if cache.latents is None else cache.latents.shape[1]
+    pos = torch.tensor([t], device=x.device)
+    d_c = mla.W_uk.weight.shape[1]
+    W_uk = mla.W_uk.weight.reshape(h, -1, d_c)
+    q_lat = torch.einsum("bhd,hdc->bhc", mla.W_q(x).reshape(B, h, -1), W_uk).reshape(B * h, 1, d_c)
+    q_r = apply_rope(transpose_qkv(mla.W_qr(x), h), pos)
+    C, R = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), pos))
+    keys = torch.cat([repeat_kv(C, h), repeat_kv(R, h)], dim=-1)
+    o = mla.attention(torch.cat([q_lat, q_r], dim=-1), keys, repeat_kv(C, h), None)  # 潜空间里的注意力
+    out = torch.einsum("bhc,hdc->bhd", o.reshape(B, h, d_c), mla.W_uv.weight.reshape(h, -1, d_c))
+    return mla.W_o(out.reshape(B, 1, -1))'''},
+    "absorbed_reshape_order": {"absorbed_decode_step": LECTURER["absorbed_decode_step"].replace(
+        "W_uk = mla.W_uk.weight.reshape(num_heads, head_size, kv_lora_rank)",
+        "W_uk = torch.stack([mla.W_uk.weight[i::num_heads] for i in range(num_heads)])")},
+    "gqa_to_mla_tiled": {"gqa_to_mla": _GQA_TWIN.format(group="i % g", scale=_SCALE)},
+    "gqa_to_mla_no_scale": {"gqa_to_mla": _GQA_TWIN.format(group="i // (h // g)", scale="1")},
+    "svd_no_scale": {"mha_to_mla_svd": _SVD_TWIN.format(factor=_JOINT, scale="1")},
+    "svd_separate": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    blocks = []
+    for part, rank in ((W[:D], r // 2), (W[D:], r - r // 2)):
+        U, S, Vh = torch.linalg.svd(part, full_matrices=False)
+        blocks.append((S[:rank, None] * Vh[:rank], U[:, :rank]))
+    down = torch.cat([blocks[0][0], blocks[1][0]])
+    up = torch.block_diag(blocks[0][1], blocks[1][1])''', scale=_SCALE)},
+    "svd_eigh_ascending": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    V = torch.linalg.eigh(W.T @ W).eigenvectors[:, :r]  # 右奇异向量
+    down, up = V.T, W @ V''', scale=_SCALE)},
+}
