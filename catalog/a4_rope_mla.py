@@ -95,16 +95,17 @@ class MultiHeadLatentAttention(nn.Module):
 class LatentCache:
     """MLA的缓存：潜向量与旋转键"""
     def __init__(self):
-        self.latents = None
-        self.rope_keys = None
+        self.latents, self.rope_keys = None, None
 
     def append(self, latents, rope_keys):
         # latents的形状:(batch_size，新词元的个数，kv_lora_rank)
-        if self.latents is not None:
-            latents = torch.cat((self.latents, latents), dim=1)
-            rope_keys = torch.cat((self.rope_keys, rope_keys), dim=1)
-        self.latents, self.rope_keys = latents, rope_keys
-        return latents, rope_keys''',
+        # rope_keys的形状:(batch_size，新词元的个数，qk_rope_head_dim)，已旋转
+        if self.latents is None:
+            self.latents, self.rope_keys = latents, rope_keys
+        else:
+            self.latents = torch.cat((self.latents, latents), dim=1)
+            self.rope_keys = torch.cat((self.rope_keys, rope_keys), dim=1)
+        return self.latents, self.rope_keys''',
 
     "mla_decode_step": '''#@save
 def mla_decode_step(mla, x, cache):
@@ -291,27 +292,7 @@ class MultiHeadLatentAttention(nn.Module):
             lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(bsz, q_len)
             keep = (torch.arange(q_len, device=X.device) < lens[..., None])[:, None]
         attn_output = self.attention(query_states, key_states, value_states, keep)
-        return self.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))''',
-
-    "mla_decode_step": '''def mla_decode_step(mla, x, cache):
-    bsz, q_len, _ = x.size()
-    past = 0 if cache.latents is None else cache.latents.shape[1]
-    position_ids = torch.arange(past, past + q_len, device=x.device)
-    q_nope = mla.W_q(x).view(bsz, q_len, mla.num_heads, -1).transpose(1, 2)
-    q_pe = apply_rope(mla.W_qr(x).view(bsz, q_len, mla.num_heads, -1).transpose(1, 2), position_ids)
-    compressed_kv, k_pe = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), position_ids))
-    kv_len = compressed_kv.shape[1]
-    k_nope = mla.W_uk(compressed_kv).view(bsz, kv_len, mla.num_heads, -1).transpose(1, 2)
-    value_states = mla.W_uv(compressed_kv).view(bsz, kv_len, mla.num_heads, -1).transpose(1, 2)
-    query_states = torch.cat([q_nope, q_pe], dim=-1)
-    key_states = torch.cat([k_nope, k_pe[:, None].expand(-1, mla.num_heads, -1, -1)], dim=-1)
-    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * query_states.shape[-1] ** -0.5
-    # 因果掩码右下对齐：新词元 i 看到 past + i 及之前的词元
-    keep = torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril(diagonal=past)
-    attn_weights = attn_weights.masked_fill(~keep, torch.finfo(attn_weights.dtype).min)
-    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
-    attn_output = torch.matmul(attn_weights, value_states)
-    return mla.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))''',
+        return self.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))'''
 }
 
 ALSO_CORRECT = {"hf_style": HF_STYLE}
@@ -697,6 +678,7 @@ _HF_DECODE_TWIN = '''def mla_decode_step(mla, x, cache):
     return mla.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))'''
 _RIGHT_POSITIONS = "torch.arange(past, past + q_len, device=x.device)"
 _RIGHT_KEEP = "torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril(diagonal=past)"
+HF_STYLE["mla_decode_step"] = _HF_DECODE_TWIN.format(positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP)
 
 _GQA_TWIN = '''def gqa_to_mla(gqa, qk_rope_head_dim=2):
     h, g = gqa.num_heads, gqa.num_kv_heads
