@@ -218,7 +218,11 @@ def _fused(*args: Any, _audit: Any = None, _name: str = "", **kwargs: Any) -> An
 
 def _attend(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, is_causal: bool, scale: Any,
             enable_gqa: bool) -> tuple[Any, Any]:
-    """softmax(QKᵀ·scale + mask)V and the weights, as aten's math variant computes them."""
+    """softmax(QKᵀ·scale + mask)V and the weights, as aten's math variant computes them (in float32 for half
+    precision, as the fused kernels accumulate)."""
+    dtype = query.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        query, key, value = query.float(), key.float(), value.float()
     if enable_gqa:
         key = key.repeat_interleave(query.size(-3) // key.size(-3), -3)
         value = value.repeat_interleave(query.size(-3) // value.size(-3), -3)
@@ -232,7 +236,7 @@ def _attend(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float, 
     weights = torch.softmax(scores, dim=-1)
     if dropout_p > 0:
         weights = torch.dropout(weights, dropout_p, True)
-    return weights @ value, weights
+    return (weights @ value).to(dtype), weights.to(dtype)
 
 
 def _kernel(function: Any, **bound: Any) -> Any:
