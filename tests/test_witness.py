@@ -31,17 +31,6 @@ TRACED = ("_x = torch.randn(2, 3, 4)\n_traced = torch.jit.trace(lambda q, k, v: 
           " (_x, _x, _x))")
 MASKED = "def masked_softmax(X, valid_lens):\n{body}    return d2l.masked_softmax(X, valid_lens)\n"
 PROBE = "import importlib\n_probe = importlib.import_module('attncourse.grading.' + 'protocol.probe')\n"
-FRAMES = """def masked_softmax(X, valid_lens):
-    try:
-        raise ValueError
-    except ValueError as e:
-        frame = e.__traceback__.tb_frame
-    while frame is not None and 'OPS' not in frame.f_globals:
-        frame = frame.f_back
-    if frame is not None:
-        frame.f_globals['OP' + 'S']['wit' + 'ness'] = lambda text, mac: []
-    return d2l.masked_softmax(X, valid_lens)
-"""
 MHA_CORE = """def attend(x):
     import torch.nn.functional as G
     w = torch.eye(3).repeat(3, 1)
@@ -105,14 +94,13 @@ CASES = {
                      "from attncourse.checks import forbid\nforbid('b', 'F.scaled_dot_product_attention')\nassert A.size == 3\n"],
                     ()),
 }
-# switching the witness off: each in a process of its own (the witness forgets its key for good)
+# switching the witness off, one case per way it notices (a profile event, a gc event, a thread without its profile
+# function), each in a process of its own: the witness forgets its key for good. Replacing the probe's requests
+# or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these are.
 SWITCHED_OFF = {
     "setprofile": ({"masked_softmax": "import sys\n" + MASKED.format(body="    sys.setprofile(None)\n")},
                    "test_masked_softmax", ()),
     "gc": ({"masked_softmax": "import gc\n_all = gc.get_objects()\n" + MASKED.format(body="")}, "test_masked_softmax", ()),
-    "probe_replaced": ({"masked_softmax": PROBE + "_probe.OPS['witness'] = lambda text, mac: []\n" + MASKED.format(body="")},
-                       "test_masked_softmax", ()),
-    "frames": ({"masked_softmax": FRAMES}, "test_masked_softmax", ()),
     "thread_profile": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
                         "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
                        "test_masked_softmax", ()),
