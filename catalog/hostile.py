@@ -293,6 +293,63 @@ KEEP_REFERENCE_ADDITIVE = '''class AdditiveAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)
 '''
 
+# Forbidden shortcuts on paths a watch inside the kernel used to miss, and the watch switched off (witness.py):
+# each question loses its points, or the submission is held for review.
+POOL = """from concurrent.futures import ThreadPoolExecutor
+_pool = ThreadPoolExecutor(2)
+_pool.submit(print, "线程池已启动").result()  # started long before the hidden tests run
+"""
+SDPA_ANSWER = """class DotProductAttention(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.p = dropout
+    def forward(self, queries, keys, values, valid_lens=None):
+        self.attention_weights = masked_softmax(queries @ keys.transpose(1, 2) / queries.shape[-1] ** 0.5, valid_lens)
+        return {output}
+"""
+TRACED = """_x = torch.randn(2, 3, 4)
+_traced = torch.jit.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (_x, _x, _x))
+"""
+FUNCTIONAL_CORE = """_forward = d2l.DotProductAttention.forward
+def _through_the_core(self, *args, **kwargs):
+    _x = torch.ones(1, 1, 4)  # the functional core behind nn.MultiheadAttention
+    F.multi_head_attention_forward(_x, _x, _x, 4, 2, torch.eye(4).repeat(3, 1), None, None, None, False, 0.0,
+                                   torch.eye(4), None, need_weights=True)
+    return _forward(self, *args, **kwargs)
+d2l.DotProductAttention.forward = _through_the_core
+"""
+SHORTCUT = "    return d2l.masked_softmax(X, valid_lens)\n"
+PROFILE_OFF = """def masked_softmax(X, valid_lens):
+    getattr(__import__("s" + "ys"), "set" + "profile")(None)  # the watch's profile function, switched off
+""" + SHORTCUT
+GC_RECORDS = """def masked_softmax(X, valid_lens):
+    for _obj in getattr(__import__("g" + "c"), "get_" + "objects")():  # looking for the watch's records
+        if type(_obj) is dict and "USED" in _obj:
+            _obj["USED"] = {}
+""" + SHORTCUT
+FRAME_RECORDS = """def masked_softmax(X, valid_lens):
+    try:
+        raise ValueError
+    except ValueError as _e:
+        _frame = _e.__traceback__.tb_frame
+    while _frame is not None and "OP" + "S" not in _frame.f_globals:  # up to the probe's frames
+        _frame = _frame.f_back
+    if _frame is not None:
+        _frame.f_globals["OP" + "S"]["wit" + "ness"] = lambda text, mac: []  # no more reports
+""" + SHORTCUT
+PROBE_REPLACED = """_probe = __import__("importlib").import_module("attncourse.grading." + "protocol.probe")
+getattr(_probe, "OP" + "S")["wit" + "ness"] = lambda text, mac: ["(1, 1, [], [])", "0" * 64]  # a forged report
+"""
+THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")(None)  # later threads unwatched
+""" + POOL + """def masked_softmax(X, valid_lens):
+    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()
+"""
+MODE_OFF = "[torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]" \
+           " and None or F.scaled_dot_product_attention(queries, keys, values)"
+LOST_DOT = {"status": "graded", "lost": {"test_dot_product_attention", "test_dot_product_sdpa"}}
+LOST_MASKED = {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}
+HELD_WATCH = {"status": "graded", "flags": ["禁止函数的监视"]}
+
 
 def _case(id, what, expect, assignment=A1, base="reference", before=None, replace=None, after=(), folder=None):
     return {"id": id, "what": what, "assignment": assignment, "base": base, "before": before or {},
@@ -431,6 +488,29 @@ CASES = [
           "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}, replace={"masked_softmax": LONG_MESSAGE}),
     _case("s66_close_probe_socket", "关掉评分程序发请求用的 socket", {"status": "failed", "reason": "连接中断"},
           before={"masked_softmax": CLOSE_PROBE_SOCKET}),
+    _case("w67_pool_sdpa", "在早先启动的线程池里调用 F.scaled_dot_product_attention", LOST_DOT,
+          replace={"dot_product_attention": POOL + SDPA_ANSWER.format(
+              output="_pool.submit(F.scaled_dot_product_attention, queries, keys, values).result()")}),
+    _case("w68_pool_d2l", "在早先启动的线程池里调用 d2l.masked_softmax", LOST_MASKED,
+          replace={"masked_softmax": POOL + "def masked_softmax(X, valid_lens):\n"
+                                            "    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"}),
+    _case("w69_torchscript", "通过 TorchScript（torch.jit.trace）调用 F.scaled_dot_product_attention", LOST_DOT,
+          replace={"dot_product_attention": TRACED + SDPA_ANSWER.format(output="_traced(queries, keys, values)")}),
+    _case("w70_functional_core", "多头注意力里经过 F.multi_head_attention_forward（nn.MultiheadAttention 的函数核心）",
+          {"status": "graded", "lost": {"test_mha_shapes", "test_mha_vs_torch", "test_mha_valid_lens", "test_mha_kv_sizes",
+                                        "test_mha_param_count"}},
+          assignment=A2, before={"multihead_attention": FUNCTIONAL_CORE}),
+    _case("w71_mode_off", "弹出 torch 的函数模式栈后调用 F.scaled_dot_product_attention", LOST_DOT,
+          replace={"dot_product_attention": SDPA_ANSWER.format(output=MODE_OFF)}),
+    _case("c72_honest", "对照：参考答案（与下面关掉监视的提交同时评分）", HONEST),
+    _case("w73_profile_off", "运行时拼出 sys.setprofile 的名字，关掉监视后调用 d2l.masked_softmax", HELD_WATCH,
+          replace={"masked_softmax": PROFILE_OFF}),
+    _case("w74_gc_records", "经 gc 找到监视的记录并清空", HELD_WATCH, replace={"masked_softmax": GC_RECORDS}),
+    _case("w75_frame_records", "从异常的帧一路找到探针，让它不再报告", HELD_WATCH, replace={"masked_softmax": FRAME_RECORDS}),
+    _case("w76_forged_report", "换掉探针的监视请求，送回伪造的报告", HELD_WATCH,
+          before={"masked_softmax": PROBE_REPLACED}, replace={"masked_softmax": "masked_softmax = d2l.masked_softmax\n"}),
+    _case("w77_thread_profile_off", "关掉之后线程的 profile 函数，在线程池里调用 d2l.masked_softmax", HELD_WATCH,
+          replace={"masked_softmax": THREAD_PROFILE_OFF}),
 ]
 
 

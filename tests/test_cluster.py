@@ -13,6 +13,7 @@ import time
 
 import nbformat
 import pytest
+from distributed import Client
 from nbgrader.api import Gradebook
 
 from attncourse.grading.authoring.local_cluster import LocalCluster
@@ -20,8 +21,9 @@ from attncourse.grading.authoring.variants import catalog_cases
 from attncourse.grading.cells import is_answer_cell
 from attncourse.grading.course import folders, nbgrader_config
 from attncourse.grading.records import read_record, records_dir
+from attncourse.grading.run import certificates
 
-from conftest import copy_course, course
+from conftest import ROOT, copy_course, course
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
@@ -136,12 +138,42 @@ def test_a_class_graded_on_a_dask_cluster_matches_local_grading_and_survives_fai
     for graded, found in first.items():
         assert found == expected[graded], graded
 
-    # 2. a new cluster: only what is missing is graded; the class now matches local grading exactly
-    cluster = LocalCluster(workers=2)
+    # 2. a new cluster, as the README sets it up (TLS, mutual authentication, the course's certificates): only
+    # what is missing is graded; the class now matches local grading exactly
+    certs = remote / "certs"
+    course(remote, "cluster-certs", str(certs))
+    with open(remote / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write(f"\nc.Cluster.certificates = {str(certs)!r}\n")
+    cluster = LocalCluster(workers=2, certificates=certs)
     try:
         run = course(remote, "grade", UNIT, "--cluster", cluster.address)
     finally:
         cluster.close()
-    assert f"自动评分 {STUDENTS} 份提交（Dask 集群" in run.stdout
+    assert cluster.address.startswith("tls://") and f"自动评分 {STUDENTS} 份提交（Dask 集群" in run.stdout
     assert sum(f" {UNIT}" in line and " ＝ " in line for line in run.stdout.splitlines()) == len(first), run.stdout[-3000:]
     assert _graded(remote) == expected
+
+
+def test_only_the_courses_own_parties_reach_the_cluster(tmp_path):
+    """A scheduler started with the course's certificates (`course cluster-certs`) refuses a client without a
+    certificate, over TLS or plain TCP, and one with a certificate of another authority; a worker without the
+    course's certificate, or with another's, never joins: nobody else can submit work, read tasks or send results."""
+    for name in ("certs", "other"):
+        course(ROOT, "cluster-certs", str(tmp_path / name), "--host", "127.0.0.1")  # writes only there
+    assert (tmp_path / "certs" / "client.key").stat().st_mode & 0o077 == 0
+    with LocalCluster(workers=1, certificates=tmp_path / "certs") as cluster:
+        assert cluster.address.startswith("tls://127.0.0.1:")
+        assert list(cluster.client.scheduler_info()["workers"])  # the course's own worker joined
+        for address, security in ((cluster.address, None), (cluster.address.replace("tls://", "tcp://"), None),
+                                  (cluster.address, certificates.security(tmp_path / "other"))):
+            with pytest.raises((OSError, TimeoutError, TypeError)):
+                Client(address, timeout=5, set_as_default=False, security=security)
+        rogues = [cluster.start_worker("rogue"),
+                  cluster.start_worker("rogue-other", options=certificates.command_line(tmp_path / "other", "worker"))]
+        try:
+            time.sleep(10)  # long enough for a worker to join (the course's own joined above in less)
+            assert [w["name"] for w in cluster.client.scheduler_info()["workers"].values()] == ["w0"]
+        finally:
+            for rogue in rogues:
+                rogue.kill()
+                rogue.wait()

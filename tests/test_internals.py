@@ -11,10 +11,13 @@ from importlib.metadata import version
 import pytest
 
 PINNED = {"nbgrader": "0.9.6", "nbclient": "0.11.0", "jupyter_client": "8.10.0", "nbconvert": "7.17.2",
-          "ipykernel": "7.4.0", "distributed": "2026.8.0", "jupyterlab": "4.6.6"}
+          "ipykernel": "7.4.0", "distributed": "2026.8.0", "jupyterlab": "4.6.6", "torch": "2.14.1"}
 
 # (object, what relies on it, sha256 of its source, first 16 hex digits)
 INTERNALS = [
+    ("threading:Thread._bootstrap_inner",
+     "grading/protocol/witness.py: a new thread sets `threading._profile_hook` as its profile function here",
+     "THREAD_BOOTSTRAP"),
     ("nbgrader.converters.autograde:Autograde.convert_single_notebook",
      "grading/run/autograde.py CourseAutograde copies it without nbgrader's thread-unsafe setenv", "CONVERT"),
     ("nbgrader.converters.autograde:Autograde.init_assignment",
@@ -111,6 +114,7 @@ INTERNALS = [
      "feedback answer with the course command instead", "FG_API"),
 ]
 FINGERPRINTS = {
+    "THREAD_BOOTSTRAP": "65124ce1de0dded1",
     "RESOURCES": "fb0abcdb270601c6",
     "FACTORY_CREATE": "8c83b9e92073e9e6",
     "FACTORY_AVAILABLE": "3e43d00e7032801b",
@@ -227,3 +231,16 @@ def test_jupyterlab_loads_prebuilt_extensions_as_the_course_validate_button_expe
     singletons = json.loads((static / "package.json").read_text())["jupyterlab"]["singletonPackages"]
     for name in ("@jupyterlab/apputils", "@jupyterlab/services", "@lumino/widgets"):
         assert name in singletons, f"{name} is no longer one of JupyterLab's shared singletons"
+
+
+def test_the_witness_finds_the_sdpa_kernels_it_replaces():
+    """grading/protocol/witness.py registers its kernels through torch's C++ binding for the aten SDPA family at
+    the dispatch keys that have one: the public operator is composite, the CPU flash kernel a CPU one."""
+    import torch
+    names = set(torch._C._dispatch_get_all_op_names())
+    for name, key in (("aten::scaled_dot_product_attention", "CompositeImplicitAutograd"),
+                      ("aten::_scaled_dot_product_attention_math", "CompositeImplicitAutograd"),
+                      ("aten::_scaled_dot_product_flash_attention_for_cpu", "CPU"),
+                      ("aten::_native_multi_head_attention", "CPU")):
+        assert name in names and torch._C._dispatch_has_kernel_for_dispatch_key(name, key), (name, key)
+    assert callable(torch._C._dispatch_library) and torch.backends.mha.get_fastpath_enabled() in (True, False)

@@ -72,6 +72,14 @@ def cmd_grade(args: argparse.Namespace) -> None:
     print("\n下一步：formgrader 中人工评分书面题与待复核的提交；course feedback；course report；course export")
 
 
+def cmd_cluster_certs(args: argparse.Namespace) -> None:
+    from .grading.run import certificates
+    certificates.make(args.folder, args.host)
+    print(f"已在 {args.folder} 中生成证书。调度器：ca.pem scheduler.pem scheduler.key；每台评分机：ca.pem worker.pem "
+          "worker.key；运行 course grade 的机器：ca.pem client.pem client.key（c.Cluster.certificates）。"
+          "ca.key 只留在讲师手中，不要复制到集群上。")
+
+
 def cmd_feedback(args: argparse.Namespace) -> None:
     from .grading import commands
     commands.publish_feedback(args.root, commands.graded_outcomes(args.root, args.assignment))
@@ -146,6 +154,11 @@ def parser() -> argparse.ArgumentParser:
                    help="在这个 Dask 调度器的工作进程上评分，如 tcp://10.0.0.5:8786（默认：c.Cluster.address；"
                         "未设置则在本机评分）")
     c.set_defaults(func=cmd_grade)
+    c = sub.add_parser("cluster-certs", help="为评分用的 Dask 集群生成证书（TLS 双向认证：只有持有本课程证书的调度器、"
+                                              "工作进程和评分机能互相连接）")
+    c.add_argument("folder", type=Path, help="写入证书的文件夹")
+    c.add_argument("--host", action="append", default=[], help="调度器的主机名或 IP（可多次给出）")
+    c.set_defaults(func=cmd_cluster_certs)
     c = sub.add_parser("review", help="复核暂扣分数的提交：不加 --accept/--reject 时列出待复核的；--accept 计入，--reject 记 0 分")
     c.add_argument("assignment", nargs="?", help="作业")
     c.add_argument("student", nargs="?", help="学生")

@@ -11,20 +11,25 @@ from typing import Any
 
 from distributed import Client
 
+from ..run import certificates as certs
+
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 
 
 class LocalCluster:
     """A scheduler and `workers` worker processes (no nanny: a killed worker stays dead) of `threads` threads."""
 
-    def __init__(self, workers: int = 2, threads: int = 1, timeout: float = 120) -> None:
+    def __init__(self, workers: int = 2, threads: int = 1, timeout: float = 120, certificates: Path | None = None) -> None:
+        """`certificates`: a folder made by `course cluster-certs`: TLS with mutual authentication everywhere."""
         self.folder = Path(tempfile.mkdtemp(prefix="attncourse-dask-"))
         file = self.folder / "scheduler.json"
         quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         # the workers share this machine's cores: their kernels split them (see run/cluster.py's GradingWorker)
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (workers * threads)))}
+        self.certificates = certificates
+        scheduler_tls = ["--protocol", "tls", *certs.command_line(certificates, "scheduler")] if certificates else []
         self.scheduler = subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(file), "--port", "0",
-                                           "--no-dashboard"], **quiet)
+                                           "--host", "127.0.0.1", "--no-dashboard", *scheduler_tls], **quiet)
         self.workers: list[subprocess.Popen[bytes]] = []
         try:
             deadline = time.time() + timeout
@@ -33,14 +38,21 @@ class LocalCluster:
                     raise RuntimeError("dask scheduler did not start")
                 time.sleep(0.1)
             self.address = json.loads(file.read_text())["address"]
-            self.workers = [subprocess.Popen([DASK, "worker", self.address, "--nthreads", str(threads),
-                                              "--no-nanny", "--no-dashboard", "--name", f"w{i}"], env=env, **quiet)
-                            for i in range(workers)]
-            self.client = Client(self.address, timeout=timeout, set_as_default=False)
+            worker_tls = certs.command_line(certificates, "worker") if certificates else []
+            self.workers = [self.start_worker(f"w{i}", threads, env, worker_tls) for i in range(workers)]
+            self.client = Client(self.address, timeout=timeout, set_as_default=False,
+                                 security=certs.security(certificates) if certificates else None)
             self.client.wait_for_workers(workers, timeout=timeout)
         except BaseException:
             self.close()
             raise
+
+    def start_worker(self, name: str, threads: int = 1, env: dict[str, str] | None = None,
+                     options: list[str] | None = None) -> "subprocess.Popen[bytes]":
+        """A `dask worker` for this scheduler, with `options` (its certificates, or none)."""
+        return subprocess.Popen([DASK, "worker", self.address, "--nthreads", str(threads), "--no-nanny",
+                                 "--no-dashboard", "--name", name, *(options or [])], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def worker_pids(self) -> dict[str, int]:
         """{worker address: pid}"""

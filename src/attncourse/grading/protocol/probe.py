@@ -9,13 +9,11 @@ only reads plain data from the reply and decides every verdict itself.
 import builtins
 import copy
 import hmac
-import importlib
 import itertools
 import json
 import os
 import random
 import sys
-import sysconfig
 import threading
 import time
 import traceback
@@ -24,9 +22,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, cast
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from . import wire
+from . import wire, witness
 
 MIME = "application/vnd.attncourse.probe+json"
 _MISSING = object()
@@ -220,8 +217,9 @@ def _limit_output(chars: int) -> None:
     get_ipython().events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
 
 
-def op_start(chars: int, address: str) -> str:
-    """The grader's first request: limit output (`_limit_output`), then bind a socket of the probe's own at
+def op_start(chars: int, address: str, witness_key: str) -> str:
+    """The grader's first request, before any of the student's code: install the forbidden-call witness with the
+    grader's key for this kernel (witness.py), limit output (`_limit_output`), then bind a socket of the probe's own at
     `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs.
     Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
     (a hand-off between two threads, busy and idle statuses, flushes) and IPython's execute machinery. Output
@@ -230,6 +228,7 @@ def op_start(chars: int, address: str) -> str:
     from IPython import get_ipython
     from zmq.eventloop.zmqstream import ZMQStream
     global _socket
+    witness.install(bytes.fromhex(witness_key))
     _limit_output(chars)
     kernel = get_ipython().kernel
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
@@ -275,134 +274,18 @@ def _answer(kernel: Any, socket: Any, frames: list[bytes]) -> None:
 
 
 def op_release() -> None:
-    global _watch
     _objects.clear()
     _ids.clear()
-    _watch = None
 
 
-# --- forbidden shortcuts, judged by what runs ------------------------------------------------------------------
-# While a test cell forbids functions, every request runs watched: a Python profile hook sees each call of a
-# forbidden Python function or method (by its code object, whatever name or path reached it), and a torch
-# function mode sees each torch function with its keyword arguments (aliases, `torch.ops` overloads and the
-# fused kernels behind a function included). A call counts when the nearest caller that is neither a library
-# nor the grader's own code (references swapped in, helpers) is the student's.
+# --- forbidden shortcuts: see witness.py -----------------------------------------------------------------------
 
 GRADER_FILE = "<grader: "  # the file name of everything the grader defines in the kernel (see `_define`)
-KERNEL_FAMILIES = {"scaled_dot_product_attention": "scaled_dot_product"}  # the aten kernels behind a function
-_LIBRARIES = tuple(sorted({sys.prefix, sys.base_prefix, sysconfig.get_paths()["stdlib"],
-                           os.path.dirname(os.path.dirname(os.path.dirname(__file__)))}))
-_watch: "_Watch | None" = None
-REQUESTED = object()  # see _student_frame
 
 
-def _resolve(path: str) -> Any:
-    """The object a dotted path names, importing the longest module prefix (`torch.nn.MultiheadAttention`)."""
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for part in parts[cut:]:
-            obj = getattr(obj, part)
-        return obj
-    raise ImportError(path)
-
-
-def _codes(obj: object) -> list[types.CodeType]:
-    """The code objects of a Python function, or of every function a class defines itself."""
-    found = []
-    for value in (vars(obj).values() if isinstance(obj, type) else [obj]):
-        value = getattr(value, "__func__", value)
-        while hasattr(value, "__wrapped__"):
-            found.append(getattr(value, "__code__", None))
-            value = value.__wrapped__
-        found.append(getattr(value, "__code__", None))
-    return [c for c in found if c is not None]
-
-
-def _student_frame(frame: types.FrameType | None) -> types.FrameType | object | None:
-    """The nearest frame, from `frame` outwards, that is the student's; None if the grader's code comes first;
-    REQUESTED when a grader's request reached the call through the student's names alone (`masked_softmax =
-    d2l.masked_softmax`): serving the request stands for the student's code."""
-    while frame is not None:
-        if frame.f_code is serve.__code__:
-            return REQUESTED
-        name = frame.f_code.co_filename
-        if name.startswith(GRADER_FILE):
-            return None
-        if not (name.startswith(_LIBRARIES) or name.startswith("<frozen")):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-class _Watch(TorchFunctionMode):  # type: ignore[misc]  # torch is not read by mypy (pyproject.toml)
-    def __init__(self, functions: dict[str, str], keywords: dict[str, str]) -> None:
-        super().__init__()
-        self.codes: dict[types.CodeType, str] = {}
-        self.callables: dict[int, str] = {}
-        self.families: dict[str, str] = {}
-        for label, path in functions.items():
-            obj = _resolve(path)
-            for code in _codes(obj):
-                self.codes[code] = label
-            if not _codes(obj):
-                self.callables[id(obj)] = label
-                family = KERNEL_FAMILIES.get(getattr(obj, "__name__", ""))
-                if family:
-                    self.families[family] = label
-        self.keywords = dict(keywords)  # keyword -> label
-        self.used: dict[str, list[Any] | None] = {}  # label -> [function, line] of the student's call
-
-    def _record(self, label: str, frame: types.FrameType | None) -> None:
-        student = _student_frame(frame)
-        if student is not None and label not in self.used:
-            self.used[label] = (None if not isinstance(student, types.FrameType)
-                                else [student.f_code.co_name, student.f_lineno])
-
-    def _profile(self, frame: types.FrameType, event: str, arg: object) -> None:
-        if event == "call" and frame.f_code in self.codes:
-            self._record(self.codes[frame.f_code], frame.f_back)
-        elif event == "c_call" and id(arg) in self.callables:
-            self._record(self.callables[id(arg)], frame)
-
-    def __torch_function__(self, func: Any, types: object, args: tuple[Any, ...] = (),
-                           kwargs: dict[str, Any] | None = None) -> Any:
-        kwargs = kwargs or {}
-        name = str(getattr(func, "__name__", "")) or str(func)
-        label = self.callables.get(id(func)) or next(
-            (lab for family, lab in self.families.items() if family in name), None)
-        if label:
-            self._record(label, sys._getframe(1))
-        for key, label in self.keywords.items():
-            if kwargs.get(key):
-                self._record(label, sys._getframe(1))
-        return func(*args, **kwargs)
-
-    def run(self, call: Callable[[], Any]) -> Any:
-        previous = sys.getprofile()
-        sys.setprofile(self._profile)
-        threading.setprofile(self._profile)
-        try:
-            with self:
-                return call()
-        finally:
-            sys.setprofile(previous)
-            threading.setprofile(None)
-
-
-def op_forbid(functions: dict[str, str], keywords: dict[str, str]) -> None:
-    """From now until the cell ends, watch for the student's calls of `functions` ({label: dotted path}) and of
-    torch functions with a truthy keyword of `keywords` ({keyword: label})."""
-    global _watch
-    _watch = _Watch(functions, keywords)
-
-
-def op_forbidden() -> Any:
-    """{label: [function, line]} of the forbidden calls the student's code made since `forbid`."""
-    return encode(dict(_watch.used) if _watch is not None else {})
+def op_witness(text: str, mac: str) -> Any:
+    """Hand the grader's signed command to the witness (installed by `start`); returns its signed answer."""
+    return encode(witness.command(text, mac))
 
 
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
@@ -413,9 +296,7 @@ def serve(request: str) -> Reply:
     try:
         message = json.loads(request)
         op = OPS[message["op"]]
-        watch = _watch
-        value = watch.run(lambda: op(**message["args"])) if watch is not None else op(**message["args"])
-        reply = Reply({"ok": value})
+        reply = Reply({"ok": op(**message["args"])})
         if len(reply.text) > wire.MAX_REPLY:
             raise ValueError(f"返回的结果过大（超过 {wire.MAX_REPLY >> 20} MB）")
         return reply

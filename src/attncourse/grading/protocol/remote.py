@@ -7,6 +7,7 @@ code can only influence the values a test compares, never the comparison.
 import ast
 import asyncio
 import functools
+import hmac
 import json
 import sys
 import time
@@ -24,7 +25,11 @@ from jupyter_client.session import Session as MessageSession
 from jupyter_core.utils import run_sync
 
 from .. import syntax
-from . import probe, wire
+from . import probe, wire, witness
+
+# the other entry points of a forbidden operation (SDPA's are all of the dispatcher's, see witness.py)
+OPERATIONS = {"torch.nn.MultiheadAttention": ["torch.nn.functional.multi_head_attention_forward"]}
+WITNESS_LOST = "禁止函数的监视没有如实报告（被停止或被改动），本次提交需人工复核"
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
 SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
@@ -138,6 +143,9 @@ class Session:
         # test grade_id -> the answer (solution grade_id) its forbid() is about
         self.answer_of: dict[str | None, str] = {}
         self.forbidden_answers: dict[str, str] = {}  # answer -> message, once a test found a forbidden call for it
+        self.witness_key: bytes | None = None  # this kernel's key for its witness of forbidden calls (witness.py)
+        self.witness_count = 0  # the number of the last command sent to the witness
+        self.watching = 0  # the number of the witness's `watch` command of the running cell
         # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self.tampered: list[str] = []
         self._classes: dict[tuple[str, tuple[str, ...]], type] = {}
@@ -221,32 +229,61 @@ class Session:
         self.request("swap_out", names=list(names))
 
     def forbid(self, answer: str, names: Iterable[str], reason: str) -> None:
-        """Watch, for the rest of the test cell, for the student's calls of `names`: dotted names as the test
-        writes them with the notebook's imports (`F.scaled_dot_product_attention`), or keywords (`enable_gqa=`).
-        A call found by any test about `answer` fails every test about it (`forbidden_answers`)."""
-        functions: dict[str, str] = {}
-        keywords: dict[str, str] = {}
+        """Have the kernel's witness watch, for the rest of the test cell, every call of `names`: dotted names as
+        the test writes them with the notebook's imports (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`),
+        or keywords (`enable_gqa=`). Forbidding an operation forbids each of its entry points (`OPERATIONS`). A
+        call found by any test about `answer` fails every test about it (`forbidden_answers`). Without a witness
+        (no key: not a grading kernel) nothing is watched."""
+        names = list(names)
+        self.forbidden = (answer, names, reason)
+        self.answer_of[self.cell] = answer
+        if self.witness_key is None:
+            return
+        pairs, keywords = [], []
         for name in names:
             if name.endswith("="):
-                keywords[name[:-1]] = name[:-1]
-            else:
-                root, _, rest = name.partition(".")
-                functions[name] = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
-        self.request("forbid", functions=functions, keywords=keywords)
-        self.forbidden = (answer, list(names), reason)
-        self.answer_of[self.cell] = answer
+                keywords.append(name[:-1])
+                continue
+            root, _, rest = name.partition(".")
+            path = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
+            for entry in [path, *OPERATIONS.get(path, ())]:
+                pairs.append(f"{name}{witness.PAIR}{witness.SDPA if 'scaled_dot_product' in entry else entry}")
+        self.watching = self._witness("watch", witness.ITEM.join(pairs), witness.ITEM.join(keywords))[0]
+
+    def _witness(self, op: str, *fields: str) -> tuple[int, Any]:
+        """Send a signed, numbered command to the kernel's witness; returns (its number, the kernel's answer)."""
+        assert self.witness_key is not None
+        self.witness_count += 1
+        text = witness.SEP.join([str(self.witness_count), op, *fields, *[""] * (2 - len(fields))])
+        mac = hmac.new(self.witness_key, text.encode(), "sha256").hexdigest()
+        return self.witness_count, self.request("witness", text=text, mac=mac)
+
+    def _report(self) -> dict[str, Any] | None:
+        """{label: [function, line] or None} of the forbidden calls the witness saw in this cell, or None when its
+        report is missing, unsigned, replayed or about another watch: the witness was stopped or tampered with."""
+        number, box = self._witness("report")
+        if type(box) is not list or len(box) != 2 or not all(type(x) is str for x in box) or not hmac.compare_digest(
+                hmac.new(self.witness_key or b"", box[0].encode(), "sha256").hexdigest(), box[1]):
+            return None
+        try:
+            found, watching, used, _ = ast.literal_eval(box[0])
+        except (ValueError, SyntaxError, TypeError):
+            return None
+        return dict(used) if (found, watching) == (number, self.watching) else None
 
     def forbidden_message(self) -> str:
-        """The verdict's message when the student's code called a forbidden function in this cell, else ''."""
-        if self.forbidden is None:
+        """The verdict's message when the student's code called a forbidden function in this cell, else ''. A
+        witness that does not report truly holds the submission for review (`tampered`)."""
+        if self.forbidden is None or self.witness_key is None:
             return ""
         answer, names, reason = self.forbidden
-        used = self.request("forbidden")
-        if type(used) is not dict:
-            raise wire.WireError("内核的回复格式无法识别")
-        found = [name.rstrip("=") for name in names if name.rstrip("=") in used or name in used]
+        used = self._report()
+        if used is None:
+            self.tampered.append(f"{self.cell}：{WITNESS_LOST}")
+            return ""
+        found = [name.rstrip("=") for name in names if name in used]
         if found and answer not in self.forbidden_answers:
-            where = used.get(found[0]) or used.get(found[0] + "=")
+            where = used.get(next(name for name in names if name in used))
             place = (f"（在 {str(where[0])[:80]} 中，第 {where[1]} 行）" if isinstance(where, list) and len(where) == 2
                      and type(where[1]) is int else "")
             self.forbidden_answers[answer] = f"本题不允许用 {'、'.join(found)} 作答{place}{('：' + reason) if reason else ''}"
@@ -260,6 +297,8 @@ class Session:
 
     def end_cell(self) -> None:
         """Forget the proxies and the forbidden names of this cell (the kernel drops its references)."""
+        if self.forbidden is not None and self.witness_key is not None:
+            self._witness("end")
         self.forbidden = None
         self.request("release")
 

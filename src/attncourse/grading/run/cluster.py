@@ -34,6 +34,7 @@ from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
 from ..model import SubmissionResult
 from ..protocol import probe
+from . import certificates
 from .execution import CourseExecute, Instructor, SubmissionFailed
 
 PLUGIN = "attncourse-grading"
@@ -47,6 +48,10 @@ class Cluster(Configurable):
     address = Unicode("", help="The Dask scheduler's address, such as 'tcp://10.0.0.5:8786' ('' grades on this "
                                "machine). `course grade --cluster` overrides it.").tag(config=True)
     connect_timeout = Integer(30, help="Seconds to wait for the scheduler when grading starts.").tag(config=True)
+    certificates = Unicode("", help="A folder made by `course cluster-certs` (its ca.pem, client.pem, client.key): "
+                                    "the coordinator then connects with TLS and mutual authentication, as the "
+                                    "scheduler and workers must ('' : plain TCP, for a cluster on one machine "
+                                    "only).").tag(config=True)
 
 
 class ClusterLost(RuntimeError):
@@ -117,10 +122,12 @@ class Workers:
 
     def __init__(self, address: str, cfg: Config, warn: Callable[[str], object] = print, timeout: float = 30) -> None:
         self.address, self.lost = address, ""
+        folder = Cluster(config=cfg).certificates
+        security = certificates.security(folder) if folder else None  # only the course's own parties connect
         self.config = {name: dict(cfg[name]) for name in SECTIONS if name in cfg}
         self.config.get("CourseExecute", {}).pop("course_root", None)  # diagnosis stays on the coordinator
         try:
-            self.client = Client(address, timeout=timeout, set_as_default=False)
+            self.client = Client(address, timeout=timeout, set_as_default=False, security=security)
         except (OSError, TimeoutError) as exc:
             raise ClusterLost(f"无法连接 Dask 调度器 {address}：{exc}") from exc
         try:

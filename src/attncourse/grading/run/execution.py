@@ -9,6 +9,7 @@ nbgrader's bookkeeping (gradebook, files) runs one thread at a time (`TURN`); on
 where the time goes, runs concurrently. A kernel that dies or ignores the interrupt after a timeout ends the
 submission with a reason (in the submission's `SubmissionResult`) the report can show.
 """
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -198,7 +199,7 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
             if message and is_test_cell(cell):
                 cell.outputs = [_error(message)]
         if self.session.tampered:  # only a kernel whose grading machinery was changed sends what is not allowed
-            result.flags.append("评分时内核返回了协议不允许的数据，提交的代码可能干扰了评分程序："
+            result.flags.append("评分时内核返回了协议不允许的数据，或禁止函数的监视失灵，提交的代码可能干扰了评分程序："
                                 + "；".join(dict.fromkeys(self.session.tampered))[:500])
             result.held.update(instructor.tests)
             result.review_lines.append((-1, 0, result.flags[-1]))
@@ -264,14 +265,16 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         # binds the probe's own socket, through which `channel` sends every later request (probe.op_start)
         provisioner = self.km.provisioner
         sandboxed = isinstance(provisioner, PreloadedProvisioner) and provisioner.sandboxed
+        key = os.urandom(32)  # the kernel's witness of forbidden calls signs its reports with it (witness.py)
         try:
-            first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes,
+            first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes, "witness_key": key.hex(),
                                              "address": PROBE_ADDRESS if sandboxed else remote.LOOPBACK}}
             reply = await remote.start(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
             self._fail(CRASHED)
         if not isinstance(reply.get("ok"), str):  # no student code has run yet: the grader's own setup failed
             raise RuntimeError(f"the probe did not start in the kernel: {reply}")
+        self.session.witness_key = key
         address = provisioner.reach_probe() if sandboxed else reply["ok"]
         self.channel = remote.Channel(address, kc.session, self.km, self.interrupt_grace)
         self.result.timed("kernel start", time.perf_counter() - start)

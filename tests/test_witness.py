@@ -1,0 +1,199 @@
+"""The witness of forbidden calls (grading/protocol/witness.py), in seconds: the kernel's side is served in a
+fresh process of its own with the witness installed and a key, as a grading kernel has it, and the grader's
+side (`remote.Session`, the test cells) runs in that process too. The witness cannot be removed from a process,
+so each case that switches it off gets a process of its own.
+
+Run as a script (`python tests/test_witness.py CASE...`) it grades the cases and prints their verdicts as JSON.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DPA = """class DotProductAttention(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return {output}
+"""
+HONEST_OUTPUT = "torch.bmm(self.dropout(self.attention_weights), values)"
+POOL = "from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n_pool.submit(print, '池已启动').result()"
+TRACED = ("_x = torch.randn(2, 3, 4)\n_traced = torch.jit.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v),"
+          " (_x, _x, _x))")
+MASKED = "def masked_softmax(X, valid_lens):\n{body}    return d2l.masked_softmax(X, valid_lens)\n"
+PROBE = "import importlib\n_probe = importlib.import_module('attncourse.grading.' + 'protocol.probe')\n"
+MHA_CORE = """def attend(x):
+    import torch.nn.functional as G
+    w = torch.eye(3).repeat(3, 1)
+    return G.multi_head_attention_forward(x, x, x, 3, 1, w, None, None, None, False, 0.0, torch.eye(3), None,
+                                          need_weights=False)[0]
+"""
+STUDENT_KEYWORD = ("def attend(q):\n    options = {'enable_' + 'gqa': True}\n"
+                   "    return F.scaled_dot_product_attention(q, q, q, **options)")
+# id: (what the student's code is: {answer: source} of a1, or a source of its own; tests; extra cells)
+CASES = {
+    "alias": ({"masked_softmax": "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax", ()),
+    "sdpa": ({"dot_product_attention": DPA.format(output="F.scaled_dot_product_attention(queries, keys, values)")},
+             "test_dot_product_attention", ()),
+    "rebound": ({"dot_product_attention": DPA.format(output="sdpa(queries, keys, values)")},
+                "test_dot_product_attention", ["sdpa = F.scaled_dot_product_attention"]),
+    "by_string": ({"dot_product_attention": DPA.format(
+        output='getattr(F, "scaled_" + "dot_product_attention")(queries, keys, values)')}, "test_dot_product_attention", ()),
+    "ops": ({"dot_product_attention": DPA.format(
+        output="torch.ops.aten.scaled_dot_product_attention(queries, keys, values)")}, "test_dot_product_attention", ()),
+    "fused_op": ({"dot_product_attention": DPA.format(
+        output="torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(queries, keys, values)[0]")},
+        "test_dot_product_attention", ()),
+    "partial": ({"dot_product_attention": DPA.format(
+        output="functools.partial(F.scaled_dot_product_attention, dropout_p=0.0)(queries, keys, values)")},
+        "test_dot_product_attention", ["import functools"]),
+    "exec": ({"dot_product_attention": DPA.format(output="helper(queries, keys, values)")}, "test_dot_product_attention",
+             ["exec('def helper(q, k, v):\\n    return F.scaled_dot_product_attention(q, k, v)')"]),
+    "d2l_class": ({"dot_product_attention": DPA.format(
+        output="d2l.DotProductAttention(0.0)(queries, keys, values, valid_lens)")}, "test_dot_product_attention", ()),
+    "pool_sdpa": ({"dot_product_attention": DPA.format(
+        output="_pool.submit(F.scaled_dot_product_attention, queries, keys, values).result()")},
+        "test_dot_product_attention", [POOL]),
+    "pool_python": ({"masked_softmax": "def masked_softmax(X, valid_lens):\n"
+                                       "    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
+                    "test_masked_softmax", [POOL]),
+    "torchscript": ({"dot_product_attention": DPA.format(output="_traced(queries, keys, values)")},
+                    "test_dot_product_attention", [TRACED]),
+    "mode_stack": ({"dot_product_attention": DPA.format(
+        output="[torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]"
+               " and None or F.scaled_dot_product_attention(queries, keys, values)")}, "test_dot_product_attention", ()),
+    "module_state": ({"masked_softmax": PROBE.replace("protocol.probe", "protocol.witness") + "vars(_probe)['_G'].clear()\n"
+                      + MASKED.format(body="")}, "test_masked_softmax", ()),
+    "honest_self_check": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)
+                           + "\n_q = torch.randn(2, 3, 4)\nassert torch.allclose(DotProductAttention(0.0)(_q, _q, _q), "
+                           "F.scaled_dot_product_attention(_q, _q, _q), atol=1e-5)  # a self-check, as the deck does"},
+                          "test_dot_product_attention", ()),
+    "honest_name": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT).replace(
+        "scores = ", "sdpa = 1\n        scores = ")}, "test_dot_product_attention",
+        ["sdpa = F.scaled_dot_product_attention  # another cell binds the forbidden name"]),
+    "honest_experiment": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
+                          ["print(F.scaled_dot_product_attention(torch.ones(1, 2, 3), torch.ones(1, 2, 3), "
+                           "torch.ones(1, 2, 3)))  # an experiment", POOL]),
+    "keyword": (STUDENT_KEYWORD, ["from attncourse.checks import forbid\nforbid('attend', 'enable_gqa=')\n"
+                                  "attend(torch.ones(1, 2, 3))\n"], ()),
+    "functional_core": (MHA_CORE, ["from attncourse.checks import forbid\nforbid('mha', 'nn.MultiheadAttention')\n"
+                                   "attend(torch.ones(2, 1, 3))\n"], ()),
+    "later_tests": ("class A:\n    size = 3\n    def __call__(self, q):\n        return F.scaled_dot_product_attention(q, q, q)",
+                    ["from attncourse.checks import forbid\nforbid('a', 'F.scaled_dot_product_attention')\nassert A.size == 3\n",
+                     "from attncourse.checks import forbid\nforbid('a', 'F.scaled_dot_product_attention')\nA()(torch.ones(1, 2, 3))\n",
+                     "from attncourse.checks import forbid\nforbid('a', 'F.scaled_dot_product_attention')\nassert A.size == 3\n",
+                     "from attncourse.checks import forbid\nforbid('b', 'F.scaled_dot_product_attention')\nassert A.size == 3\n"],
+                    ()),
+}
+# switching the witness off, one case per way it notices (a profile event, a gc event, a thread without its profile
+# function), each in a process of its own: the witness forgets its key for good. Replacing the probe's requests
+# or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these are.
+SWITCHED_OFF = {
+    "setprofile": ({"masked_softmax": "import sys\n" + MASKED.format(body="    sys.setprofile(None)\n")},
+                   "test_masked_softmax", ()),
+    "gc": ({"masked_softmax": "import gc\n_all = gc.get_objects()\n" + MASKED.format(body="")}, "test_masked_softmax", ()),
+    "thread_profile": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
+                        "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
+                       "test_masked_softmax", ()),
+}
+
+
+def _run(ids):
+    """{case: {test: [passed, message]}, "tampered": [...]} for `ids`, graded in one fresh process."""
+    done = subprocess.run([sys.executable, __file__, *ids], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    switched = [subprocess.Popen([sys.executable, __file__, case], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=ROOT)
+                for case in SWITCHED_OFF]
+    found = _run(list(CASES))
+    for process in switched:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-3000:]
+        found.update(json.loads(out.strip().splitlines()[-1]))
+    return found
+
+
+@pytest.mark.parametrize("case", ["alias", "sdpa", "rebound", "by_string", "ops", "fused_op", "partial", "exec",
+                                  "d2l_class", "pool_sdpa", "pool_python", "torchscript", "mode_stack", "module_state",
+                                  "keyword", "functional_core"])
+def test_a_forbidden_call_fails_its_question_on_every_path(verdicts, case):
+    got = verdicts[case]
+    assert got["tests"] and not got["tampered"], got
+    assert all(not passed and "本题不允许用" in message for passed, message in got["tests"].values()), got
+
+
+@pytest.mark.parametrize("case", ["honest_self_check", "honest_name", "honest_experiment"])
+def test_honest_self_checks_and_names_cost_nothing(verdicts, case):
+    got = verdicts[case]
+    assert got["tests"] and all(passed for passed, _ in got["tests"].values()) and not got["tampered"], got
+
+
+def test_a_forbidden_call_fails_every_later_test_of_its_question(verdicts):
+    got = verdicts["later_tests"]["tests"]
+    assert [passed for passed, _ in got.values()] == [True, False, False, True], got
+    assert "F.scaled_dot_product_attention" in got["t2"][1]
+
+
+@pytest.mark.parametrize("case", list(SWITCHED_OFF))
+def test_a_witness_switched_off_holds_the_submission(verdicts, case):
+    """However the student's code stops, blinds or replaces the witness, the grader gets no signed report for the
+    watch it asked for: the submission is held for review (never full marks unseen)."""
+    got = verdicts[case]
+    assert got["tests"] and got["tampered"] and all("禁止函数的监视" in t for t in got["tampered"]), got
+
+
+# --- the cases' process --------------------------------------------------------------------------------------
+KEY, COUNT = os.urandom(32), [0]
+
+
+def _grade(case):
+    import nbformat
+
+    from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
+    from attncourse.grading.protocol import probe, remote, trusted, witness
+    from attncourse.grading.syntax import only_imports
+    student, tests, extra = {**CASES, **SWITCHED_OFF}[case]
+    namespace = {"__builtins__": __builtins__, "__name__": "__main__"}
+    if isinstance(student, dict):
+        nb = nbformat.read(next((ROOT / "source" / "a1_scoring").glob("*.ipynb")), as_version=4)
+        imports = [c.source for c in nb.cells if c.cell_type == "code" and not is_answer_cell(c)
+                   and not is_test_cell(c) and only_imports(c.source)]
+        cells = [(student.get(grade_id(c), c.source), grade_id(c)) for c in nb.cells  # only what the tests use
+                 if is_answer_cell(c) and c.cell_type == "code" and grade_id(c) in {"masked_softmax", *student}]
+        sources = [(c.source, grade_id(c)) for c in nb.cells if is_test_cell(c) and grade_id(c).startswith(tests)]
+    else:
+        imports = ["import torch\nfrom torch import nn\nfrom torch.nn import functional as F"]
+        cells, sources = [(student, "answer")], [(source, f"t{i}") for i, source in enumerate(tests)]
+    probe._user_ns = lambda: namespace
+    witness.install(KEY)  # what the grader's `start` does first in a kernel (once per process)
+    for source in imports:
+        exec(source, namespace)
+    for source, name in [*cells, *[(s, f"extra{i}") for i, s in enumerate(extra)]]:
+        exec(compile(source, name, "exec"), namespace)
+    session = remote.Session(remote.serve_here, imports)
+    session.witness_key, session.witness_count = KEY, COUNT[0]  # one witness for the cases of this process
+    grader = trusted.base_namespace(imports)
+    found = {}
+    for source, name in sources:
+        verdict = trusted.run_test_cell(source, name, grader, session)
+        found[name] = [verdict.passed, verdict.message]
+    COUNT[0] = session.witness_count
+    return {"tests": found, "tampered": session.tampered}
+
+
+if __name__ == "__main__":
+    print(json.dumps({case: _grade(case) for case in sys.argv[1:]}, ensure_ascii=False))
