@@ -627,6 +627,19 @@ MISCONCEPTIONS = {
                            _LOW_RANK),
 }
 
+# the token that tells each misconception's fix apart, as the reference answer writes it: its hint must not contain
+# it (tests/test_catalog_schema.py)
+_SCALE = "math.sqrt((d_h + qk_rope_head_dim) / d_h)"
+FIXES = {"rope_interleaved": "X[..., d // 2:]", "rope_freq_without_2": "torch.arange(0, d, 2",
+         "rope_sign": "[-X[..., d // 2:]", "rope_bf16_angles": "dtype=torch.float32",
+         "bytes_factor_2": "(kv_lora_rank + qk_rope_head_dim) * num_layers",
+         "bytes_no_rope_key": "+ qk_rope_head_dim", "mla_scale_without_rope_dim": "d_h + d_h^R",
+         "mla_valid_lens_tiled": "repeat_interleave", "decode_position_zero": "torch.arange(start, start + t_new",
+         "decode_top_left_causal": "torch.arange(start + 1", "decode_caches_up_projected": "cache.append(mla.W_dkv(x)",
+         "absorbed_scale_latent": "math.sqrt(d_h + q_r.shape[-1])", "absorbed_reshape_order": "reshape(h, -1, d_c)",
+         "gqa_to_mla_tiled": "repeat_interleave", "gqa_to_mla_no_scale": _SCALE, "svd_no_scale": _SCALE,
+         "svd_separate": "torch.cat([mha.W_k.weight, mha.W_v.weight]", "svd_eigh_ascending": "torch.linalg.svd"}
+
 
 def _rope_twin(body):
     return '''def apply_rope(X, positions, base=10000):
