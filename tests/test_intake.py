@@ -546,6 +546,8 @@ def test_entries_not_collected_are_grouped_and_links_are_listed(tmp_path, releas
 
 CANVAS = r"^(?P<sortable_name>[a-z0-9]+)_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>.+\.ipynb)$"
 MOODLE = r"^(?P<full_name>[^_]+)_(?P<student_id>\d+)_assignsubmission_file__(?P<file_id>.+\.ipynb)$"
+BLACKBOARD = (r"^.+?_(?P<student_id>[A-Za-z0-9.-]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
+              r"_(?P<file_id>.+\.ipynb)$")
 
 
 def _configure(root, pattern, roster_text):
@@ -578,6 +580,28 @@ def test_a_canvas_download_with_late_and_resubmitted_files(tmp_path, released):
     assert _students(root) == {"2023000001": "张三", "2023000002": "李四", "2023000003": "欧阳娜娜"}
     assert result.unmatched == [("wangwu_59999_900005_work.ipynb", roster.NOT_IN_ROSTER)]
     assert any(n.startswith("51236") and "自称属于 51234" in n for n in result.notes), result.notes
+
+
+def test_a_blackboard_download_with_attempts_and_their_receipts(tmp_path, released):
+    """Blackboard Learn: flat, `<assignment>_<user name>_attempt_<yyyy-mm-dd-hh-mm-ss>_<the student's file>`, and
+    a receipt `<assignment>_<user name>_attempt_<time>.txt` per attempt; the later attempt is kept whatever the
+    zip's own dates say."""
+    root = _lms_course(tmp_path)
+    _configure(root, BLACKBOARD, "学号,姓名,LMS id\n2023000001,张三,2023000001\n2023000002,李四,2023000002\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    blank = nb.replace("x = 1", "x = 0")
+    receipt = "Name: 张三 (2023000001)\nAssignment: 作业 1\nDate Submitted: 2026年10月9日 星期五 20时00分00秒\n"
+    result = _collect(root, _zip(tmp_path / "gradebook.zip", [
+        ("作业 1_2023000001_attempt_2026-10-09-21-00-00_work.ipynb", nb),
+        ("作业 1_2023000001_attempt_2026-10-09-21-00-00.txt", receipt),
+        ("作业 1_2023000001_attempt_2026-10-09-20-00-00_work.ipynb", blank, LATER),  # the zip's date is later
+        ("作业 1_2023000002_attempt_2026-10-09-20-30-00_2023000001_张三_work.ipynb", blank)]))  # claims a classmate
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002"]
+    assert _submitted(root, "2023000001") == nb and _submitted(root, "2023000002") == blank
+    assert _students(root) == {"2023000001": "张三", "2023000002": "李四"}
+    assert [why for _, why in result.unmatched] == [lms.NOT_NOTEBOOK]  # the receipt
+    assert any("交了 2 份" in n and "attempt_2026-10-09-21-00-00_work.ipynb" in n.split("放在一边的")[0]
+               for n in result.notes), result.notes
 
 
 def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
