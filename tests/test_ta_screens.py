@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_browser]
 
 A1 = "a1_scoring"
 TOKEN = "ta-screens-test"
-HONEST, HELD, PAYLOAD, HELD_LATE = "2023000001", "2023000002", "2023000003", "2023000004"
+HONEST, HELD, PAYLOAD, HELD_LATE, MISTAKE = "2023000001", "2023000002", "2023000003", "2023000004", "2023000005"
 PAYLOADS_MD = "\n".join([
     "<script>window.__pwned = 'script'; alert('script')</script>",
     "<img src=x onerror=\"window.__pwned = 'onerror'\">",
@@ -84,8 +84,16 @@ def graded(tmp_path_factory):
         new_output("display_data", data={"text/html": "<script>window.__pwned='kept'</script>",
                                          "text/plain": "x"})])]
     payload.metadata["widgets"] = WIDGETS
-    names = {HONEST: ("张", "三"), HELD: ("欧阳", "娜娜"), PAYLOAD: ("李", "四"), HELD_LATE: ("王", "五")}
-    for student, nb in ((HONEST, honest), (HELD, held), (PAYLOAD, payload), (HELD_LATE, held_late)):
+    mistake = answered(rel, src)  # weights masked, output from the unmasked ones: right shapes, wrong values
+    for cell in mistake.cells:
+        if grade_id(cell) == "dot_product_attention":
+            cell.source = cell.source.replace("torch.bmm(self.dropout(self.attention_weights), values)",
+                                              "torch.bmm(self.dropout(torch.softmax(scores, dim=-1)), values)")
+            assert "torch.softmax(scores" in cell.source, cell.source
+    names = {HONEST: ("张", "三"), HELD: ("欧阳", "娜娜"), PAYLOAD: ("李", "四"), HELD_LATE: ("王", "五"),
+             MISTAKE: ("赵", "六")}
+    for student, nb in ((HONEST, honest), (HELD, held), (PAYLOAD, payload), (HELD_LATE, held_late),
+                        (MISTAKE, mistake)):
         folder = root / "class" / student / A1
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "scoring.ipynb")
@@ -270,6 +278,25 @@ def test_student_markup_is_inert_in_feedback_and_cannot_imitate_a_verdict(graded
     assert badges == tests == sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
                                   and not c.metadata["nbgrader"].get("solution")), (badges, tests)
     assert "widgets" not in nb.metadata and "application/javascript" not in json.dumps(nb)
+
+
+ROWS_JS = """() => [...document.querySelectorAll('.aligned')].map(e => {
+  const box = e.getBoundingClientRect();
+  return [e.textContent.trim().slice(0, 2), Math.round(box.left * 10) / 10, Math.round(box.width * 10) / 10];
+})"""
+
+
+def test_a_failed_comparison_shows_expected_and_actual_over_the_same_positions(graded, formgrader):
+    """The student's feedback for a test that compares tensors: the rows 位置 / 期望 / 实际 line up, as drawn in
+    Chromium (same left edge, same width: each column is as wide in every row)."""
+    root, _ = graded
+    _, browser = formgrader
+    browser.open((root / "feedback" / MISTAKE / A1 / "scoring.html").as_uri(), settle=2)
+    rows = browser.evaluate(ROWS_JS)
+    assert [label for label, _, _ in rows[:3]] == ["位置", "期望", "实际"], rows
+    for k in range(0, len(rows) - 2, 3):
+        (_, left, width), *others = rows[k:k + 3]
+        assert all(abs(o_left - left) <= 0.5 and abs(o_width - width) <= 0.5 for _, o_left, o_width in others), rows
 
 
 def test_the_class_report_opens_and_is_inert(graded, formgrader):
