@@ -146,6 +146,7 @@ def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatc
     assert len(verdicts) == 2 and all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
 
 
+@pytest.mark.slow  # a real kernel
 def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     """What a flood costs the grader: past the limit one note, then nothing, for the cell's own prints and a
     thread's; the next cell has its own budget."""
@@ -180,6 +181,7 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     assert after == "z" * 500 + "\n"
 
 
+@pytest.mark.slow  # a real kernel
 def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on():
     """The probe's own socket (after `start`, through a `Channel`): an exception whose message is not valid
     UTF-8 comes back as an error; a call into the student's code that loops is interrupted after its timeout

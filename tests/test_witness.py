@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # processes that import torch and d2l: about 20 s before the first verdict
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DPA = """class DotProductAttention(nn.Module):
