@@ -1,6 +1,8 @@
 """Taking submissions in: staging a class folder and collecting an LMS download, on real files and zip bytes."""
+import functools
 import json
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -216,6 +218,17 @@ def test_a_part_dragged_above_another_is_graded_in_released_order(tmp_path):
 
 # --- collect: an LMS download, as zip bytes ---------------------------------------------------------------------
 
+@functools.cache
+def _empty_gradebook() -> bytes:
+    """An empty gradebook, made once: nbgrader reads alembic's scripts to make a new one (about 2 s)."""
+    import tempfile
+
+    from nbgrader.api import Gradebook
+    with tempfile.TemporaryDirectory() as folder:
+        Gradebook(f"sqlite:///{folder}/gradebook.db").close()
+        return (Path(folder) / "gradebook.db").read_bytes()
+
+
 def _lms_course(tmp_path):
     import shutil
 
@@ -223,6 +236,7 @@ def _lms_course(tmp_path):
     root = tmp_path / "course"
     root.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", root)
+    (root / "gradebook.db").write_bytes(_empty_gradebook())
     return root
 
 
