@@ -220,7 +220,8 @@ def _limit_output(chars: int) -> None:
 def op_start(chars: int, address: str, witness_key: str) -> str:
     """The grader's first request, before any of the student's code: install the forbidden-call witness with the
     grader's key for this kernel (witness.py), limit output (`_limit_output`), then bind a socket of the probe's own at
-    `address` (`tcp://127.0.0.1:*`: a free local port), served by the kernel's main thread while no cell runs.
+    `address` (in the sandbox an ipc path beside the kernel's own sockets, `isolation/preload.py` PROBE_ADDRESS;
+    without one `tcp://127.0.0.1:*`, a free local port), served by the kernel's main thread while no cell runs.
     Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
     (a hand-off between two threads, busy and idle statuses, flushes) and IPython's execute machinery. Output
     printed while serving goes out with the last cell's, which nothing reads any more. Returns the address."""
