@@ -73,16 +73,16 @@ class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader ha
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
                         cell_index: int) -> tuple[NotebookNode, dict[str, Any]]:
-        self._submitted = copy.deepcopy(cell)
+        self._cell = cell  # as submitted until the checksum is reported: the source is put back afterwards
         done: tuple[NotebookNode, dict[str, Any]] = super().preprocess_cell(cell, resources, cell_index)
         return done
 
     def report_change(self, name: str, attr: str, old: Any, new: Any) -> None:
         if attr == "checksum":
-            released = copy.deepcopy(self._submitted)
+            released = copy.deepcopy(self._cell)
             released.source = self.gradebook.find_source_cell(name, self.notebook_id, self.assignment_id).source
-            ClearHiddenTests().preprocess_cell(released, {}, 0)
-            if released.source == self._submitted.source:
+            ClearHiddenTests(config=self.config).preprocess_cell(released, {}, 0)  # the course's delimiters
+            if released.source == self._cell.source:
                 return
         super().report_change(name, attr, old, new)
 
