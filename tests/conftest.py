@@ -101,7 +101,7 @@ DECK_ONLY = "deck_only"  # a student who copies the deck's code and answers noth
 def catalog_grades(catalog_course, unit):
     """One unit's catalog graded through the course's grading path (sandboxed where possible), once per
     session: the reference answer, the lecturer's code, the other correct answers, each buggy variant and
-    `DECK_ONLY`, the deck's code alone, and the misconceptions' twins. Returns {"cases": {student: Outcome},
+    `DECK_ONLY`, the deck's code alone, and the misconceptions' twins. Returns {"root": the course, "cases": {student: Outcome},
     "variants": [...], "tests": [...], "hidden": [...], "correct": [...], "misconceptions": {...}}."""
     if unit not in _GRADED:
         root, submitted = catalog_course, catalog_course / "submitted" / unit
@@ -119,7 +119,7 @@ def catalog_grades(catalog_course, unit):
         outcomes = commands.grade_submissions(nbgrader_config(root, submitted), pairs, jobs=2 * (os.cpu_count() or 1),
                                          warn=lambda line: None)
         _GRADED[unit] = {
-            "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
+            "root": root, "variants": [v for v in catalog.VARIANTS if f"bug_{v['id']}" in cases], "tests": test_cell_ids(src),
             "hidden": [grade_id(c) for c in src.cells if has_hidden_tests(c)],
             "correct": [k for k, (_, lost) in cases.items() if lost == set() and not k.startswith("bug_")],
             "misconceptions": getattr(catalog, "MISCONCEPTIONS", {}),
@@ -136,6 +136,19 @@ def auto_points(unit) -> float:
 def lost_points(outcome, tests):
     """Test cells (among `tests`) where the outcome scored below the maximum."""
     return {cell for cell in tests if outcome.cells[cell][0] < outcome.cells[cell][1]}
+
+
+def failure_messages(root, assignment, student, cells):
+    """For an assertion message: what the autograded notebook says in each of the test cells `cells`, so that a
+    failure seen only on another machine (CI) tells its reason."""
+    found = {}
+    for path in sorted((Path(root) / "autograded" / student / assignment).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if grade_id(cell) in cells:
+                found[grade_id(cell)] = " | ".join(str(o.get("evalue") or o.get("text", ""))[:600]
+                                                   for o in cell.get("outputs", []))
+    return "\n".join(f"  {cell}: {found.get(cell, '(no such cell in the autograded notebook)')}"
+                     for cell in sorted(cells))
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ lecturer and deck code earn full marks; every catalogued bug loses points exactl
 catch it; every hidden test catches a bug that only it catches."""
 import pytest
 
-from conftest import DECK_ONLY, UNITS, lost_points
+from conftest import DECK_ONLY, UNITS, failure_messages, lost_points
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,9 @@ def test_correct_answers_earn_full_marks(catalog_grades, unit):
     for case in catalog_grades["correct"]:
         outcome = catalog_grades["cases"][case]
         assert outcome.status == "graded", f"{unit}/{case}: {outcome.reason}"
-        assert lost_points(outcome, catalog_grades["tests"]) == set(), f"{unit}: {case} loses points"
+        lost = lost_points(outcome, catalog_grades["tests"])
+        assert lost == set(), f"{unit}: {case} loses points\n" + failure_messages(
+            catalog_grades["root"], unit, case, lost)
         assert outcome.flags == [], f"{unit}/{case} flagged: {outcome.flags}"
 
 
@@ -38,7 +40,8 @@ def test_every_bug_loses_points_where_expected(catalog_grades, unit):
             outcome = catalog_grades["cases"][case]
             got = lost_points(outcome, catalog_grades["tests"]) if outcome.status == "graded" else {outcome.reason}
             if got != set(v["caught_by"]):
-                wrong.append(f"{unit}/{case}: lost points in {sorted(got)}, catalog says {sorted(v['caught_by'])}")
+                wrong.append(f"{unit}/{case}: lost points in {sorted(got)}, catalog says {sorted(v['caught_by'])}\n"
+                             + failure_messages(catalog_grades["root"], unit, case, got - set(v["caught_by"])))
     assert not wrong, "\n".join(wrong)
 
 

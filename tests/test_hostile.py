@@ -21,7 +21,7 @@ from attncourse.grading.model import Status
 from attncourse.grading.records import Record, read_record
 from attncourse.grading.release import student_version as release
 
-from conftest import ROOT, auto_points, copy_course
+from conftest import ROOT, auto_points, copy_course, failure_messages
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
@@ -130,9 +130,10 @@ def test_every_case_gets_its_expected_outcome(graded):
             earned = _earned(root, case["assignment"], student)
             assert earned, f"{student}: no test cells in the gradebook"
             total, maximum = sum(s for s, _ in earned.values()), sum(m for _, m in earned.values())
-            if "score" in want and total != (maximum if want["score"] == "full" else want["score"]):
-                problems.append(f"earned {total}/{maximum}, expected {want['score']}")
             lost = {cell for cell, (s, m) in earned.items() if s < m}
+            if "score" in want and total != (maximum if want["score"] == "full" else want["score"]):
+                problems.append(f"earned {total}/{maximum}, expected {want['score']}\n"
+                                + failure_messages(root, case["assignment"], student, lost))
             if "lost" in want and lost != want["lost"]:
                 problems.append(f"lost {sorted(lost)}, expected {sorted(want['lost'])}")
             held = set((read_record(root, case["assignment"], student) or Record(Status.GRADED)).held)
@@ -165,7 +166,10 @@ def test_honest_controls_keep_full_marks_and_feedback(graded):
     rows = {(r["assignment"], r["student"]): r for r in graded["rows"]}
     for student, case in controls:
         row = rows[(case["assignment"], student)]
-        assert row["status"] == "graded" and not row["review"] and float(row["score"]) == float(row["max_score"]) - float(row["pending_manual"]), row
+        assert row["status"] == "graded" and not row["review"] and float(row["score"]) == float(row["max_score"]) - float(row["pending_manual"]), \
+            f"{row}\n" + failure_messages(graded["root"], case["assignment"], student,
+                                          {cell for cell, (s, m) in _earned(graded["root"], case["assignment"],
+                                                                            student).items() if s < m})
         assert list((graded["root"] / "feedback" / student / case["assignment"]).glob("*.html")), student
 
 

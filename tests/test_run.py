@@ -5,6 +5,8 @@ capped, an interrupt answered or not, a kernel that dies. The real converter and
 tests'."""
 import asyncio
 import queue
+import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -15,8 +17,9 @@ from nbgrader.preprocessors import Execute
 
 from attncourse.grading.intake.staging import Intake
 from attncourse.grading.model import Status, SubmissionResult
+from attncourse.grading.protocol import trusted
 from attncourse.grading.records import read_record
-from attncourse.grading.run import autograde
+from attncourse.grading.run import autograde, diagnosis, execution
 from attncourse.grading.run.execution import CRASHED, CourseExecute, Instructor, SubmissionFailed, hung
 
 from conftest import small_course
@@ -203,6 +206,33 @@ def test_a_dead_kernel_fails_the_submission_as_crashed(monkeypatch):
     with pytest.raises(SubmissionFailed):
         step.run(nbformat.v4.new_notebook(), {}, Instructor({}, [], []), step.result)
     assert step.result.failure == CRASHED
+
+
+def test_a_test_cells_time_starts_when_it_runs_not_while_it_waits_for_a_diagnosis(monkeypatch):
+    """A diagnosis run has torch's generator alone and other students' test cells wait for it: the wait is not
+    the student's time (a cell timed out by it loses its points, as two honest answers once did in CI)."""
+    step = _execute(timeout=2)
+    step.instructor, step.namespace, step.session, step.failed = Instructor({"test_a": "pass"}, ["test_a"], []), {}, None, {}
+    budget = []
+
+    def test_cell(source, gid, namespace, session):
+        budget.append(step._deadline - time.monotonic())
+        return trusted.Verdict(True)
+
+    monkeypatch.setattr(execution.trusted, "run_test_cell", test_cell)
+    running = threading.Event()
+
+    def diagnosis_run():
+        with diagnosis.RANDOM.alone():
+            running.set()
+            time.sleep(1.5)
+
+    other = threading.Thread(target=diagnosis_run)
+    other.start()
+    running.wait()
+    step._run_test_cell(nbformat.v4.new_code_cell(), {}, "test_a")
+    other.join()
+    assert len(budget) == 1 and budget[0] > 1.8, budget
 
 
 # --- nbgrader's log: only what a person needs ----------------------------------------------------------------

@@ -14,6 +14,7 @@ folder and writes nothing that outlives the task.
   is missing.
 """
 import asyncio
+import logging
 import os
 import tempfile
 import threading
@@ -40,6 +41,9 @@ from .execution import CourseExecute, Instructor, SubmissionFailed
 PLUGIN = "attncourse-grading"
 # the settings a worker executes with; nothing else of nbgrader_config.py (the gradebook's URL) travels
 SECTIONS = ("CourseExecute", "Execute", "ExecutePreprocessor", "NotebookClient", "Sandbox")
+# Dask's loggers with handlers of their own: when the scheduler goes away, the client's reconnect attempts print
+# tracebacks there. While grading, the coordinator says what happened in its own words (ClusterLost).
+DASK_LOGGERS = ("distributed", "distributed.client", "tornado.application")
 
 
 class Cluster(Configurable):
@@ -122,6 +126,9 @@ class Workers:
 
     def __init__(self, address: str, cfg: Config, warn: Callable[[str], object] = print, timeout: float = 30) -> None:
         self.address, self.lost = address, ""
+        self._levels = {name: logging.getLogger(name).level for name in DASK_LOGGERS}
+        for name in DASK_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         folder = Cluster(config=cfg).certificates
         security = certificates.security(folder) if folder else None  # only the course's own parties connect
         self.config = {name: dict(cfg[name]) for name in SECTIONS if name in cfg}
@@ -129,6 +136,7 @@ class Workers:
         try:
             self.client = Client(address, timeout=timeout, set_as_default=False, security=security)
         except (OSError, TimeoutError) as exc:
+            self.close()
             raise ClusterLost(f"无法连接 Dask 调度器 {address}：{exc}") from exc
         try:
             self.client.register_plugin(GradingWorker(self.config), name=PLUGIN)
@@ -175,9 +183,13 @@ class Workers:
 
     def close(self) -> None:
         try:
-            self.client.close(timeout=10)
+            if hasattr(self, "client"):
+                self.client.close(timeout=10)
         except Exception:  # noqa: BLE001 - a scheduler that is gone cannot be said goodbye to
             pass
+        finally:
+            for name, level in self._levels.items():
+                logging.getLogger(name).setLevel(level)
 
 
 def _warnings(dask_worker: Any) -> list[str]:

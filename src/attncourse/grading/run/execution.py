@@ -242,9 +242,11 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
 
     def _run_test_cell(self, cell: NotebookNode, resources: dict[str, Any],
                        gid: str) -> tuple[NotebookNode, dict[str, Any]]:
-        self._deadline = time.monotonic() + self.timeout
         try:
-            with diagnosis.RANDOM.drawing():  # a diagnosis run, which seeds torch in this process, waits
+            # a diagnosis run, which seeds torch in this process, waits; and this cell may wait for one: that wait
+            # is not the student's time (under load it would time the cell out and lose its points)
+            with diagnosis.RANDOM.drawing():
+                self._deadline = time.monotonic() + self.timeout
                 verdict = trusted.run_test_cell(self.instructor.sources[gid], gid, self.namespace, self.session)
         except remote.KernelLost as exc:
             self._fail({"died": CRASHED, "connection": LOST}.get(str(exc), hung(self.timeout)))
