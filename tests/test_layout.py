@@ -160,3 +160,19 @@ def test_publish_stands_beside_run():
     crossing = [f"{a} imports {b}" for a, targets in edges.items() for b in targets
                 if {stage(a), stage(b)} == {"publish", "run"}]
     assert crossing == []
+
+
+def test_the_grader_builds_syntax_trees_only_through_syntax():
+    """CPython 3.11 raises a spurious SystemError when threads build or compile syntax trees at once (it once cost
+    an honest answer a cell in a full run here): the grader, which grades students in threads, parses through
+    `grading.syntax`, one thread at a time (a syntax tree is compiled there too). The kernel's side
+    (`protocol/probe.py`, `witness.py`) runs alone."""
+    found = []
+    for name, path in module_files().items():
+        if not name.startswith("attncourse.grading.") or name.endswith((".syntax", ".probe", ".witness")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ast" \
+                    and node.attr in ("parse", "literal_eval"):
+                found.append(f"{name}:{node.lineno}")
+    assert found == [], found

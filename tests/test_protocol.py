@@ -136,6 +136,20 @@ def test_a_repeated_read_costs_one_round_trip_until_anything_else_runs(monkeypat
     assert sent == ["names", "getattr", "getattr", "getattr", "call", "getattr"]
 
 
+def test_an_object_passed_again_in_a_cell_is_the_kernels_copy_made_the_first_time(monkeypatch):
+    """A module the test builds and passes to every decode step is copied into the kernel once per cell, and each
+    later step gets that copy, as the student's own loop would pass one module: what the student's code changed in
+    it stays; the next cell starts with a fresh copy."""
+    kernel = FakeKernel(monkeypatch, {"mark": lambda m: setattr(m, "seen", getattr(m, "seen", 0) + 1) or m.seen})
+    sent = []
+    session = Session(lambda request: sent.append(json.dumps(request)) or kernel.send(request))
+    mark, module = session.resolve({"mark"})["mark"], torch.nn.Linear(2, 2)
+    assert [mark(module), mark(module), mark(torch.nn.Linear(2, 2))] == [1, 2, 1]
+    assert [text.count('"$kept"') for text in sent[1:]] == [1, 0, 1] and not hasattr(module, "seen")
+    session.end_cell()
+    assert session.resolve({"mark"})["mark"](module) == 1
+
+
 def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatch):
     """An honest student who later names a figure `F` or shadows `max` keeps the points of the questions whose
     tests swap in the grader's references (they run with the notebook's imports and the real builtins)."""

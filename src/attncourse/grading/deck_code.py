@@ -7,6 +7,8 @@ from typing import Any
 
 import nbformat
 
+from . import syntax
+
 
 def deck_definitions(catalog_file: str | os.PathLike[str], deck: str, names: dict[str, str]) -> dict[str, str]:
     """{solution grade_id: source} of the top-level functions and classes named in `names` ({name: grade_id})
@@ -21,7 +23,7 @@ def deck_definitions(catalog_file: str | os.PathLike[str], deck: str, names: dic
             continue
         source = cell.source
         try:
-            tree = ast.parse(source)
+            tree = syntax.parse(source)
         except SyntaxError:  # IPython magics
             continue
         for node in tree.body:

@@ -2,6 +2,8 @@
 import ast
 import threading
 from collections.abc import Collection
+from types import CodeType
+from typing import Any
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -10,9 +12,23 @@ _PARSING = threading.Lock()
 
 def parse(source: str) -> ast.Module:
     """`ast.parse`, one thread at a time: CPython 3.11 can raise "AST constructor recursion depth mismatch"
-    when threads build syntax trees at once (python/cpython#106905), and the grader runs several students."""
+    when threads build or compile syntax trees at once (python/cpython#106905), and the grader runs several
+    students. Every syntax tree the grader makes or compiles goes through this module."""
     with _PARSING:
         return ast.parse(source)
+
+
+def literal(text: str) -> Any:
+    """`ast.literal_eval` of `text`, its syntax tree built one thread at a time (see `parse`)."""
+    with _PARSING:
+        tree = ast.parse(text, mode="eval")
+    return ast.literal_eval(tree)
+
+
+def compile_tree(tree: ast.Module, filename: str) -> CodeType:
+    """`compile` of a syntax tree, one thread at a time (see `parse`)."""
+    with _PARSING:
+        return compile(tree, filename, "exec")
 
 
 def python_source(source: str) -> ast.Module | None:

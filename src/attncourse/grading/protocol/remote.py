@@ -152,6 +152,10 @@ class Session:
         # (ref, name) -> the kernel's reply to that getattr, until any other request is sent
         self._reads: dict[tuple[Any, Any], Any] = {}
         self.returned: list[Any] = []  # the tensors and numbers the student's code gave the running cell, in order
+        # id(obj) -> (obj, the kernel's id for its copy): an object of the grader's sent by value is copied into the
+        # kernel once per cell; passed again, the kernel's copy is passed, as the student's own code would pass the
+        # same object (a module given to every decode step is not unpickled at every step)
+        self._kept: dict[int, tuple[object, int]] = {}
 
     # --- requests -----------------------------------------------------------------------------------------
     def request(self, op: str, **args: Any) -> Any:
@@ -186,7 +190,23 @@ class Session:
         return value
 
     def encode(self, obj: object) -> object:
-        return wire.encode_for_kernel(obj, lambda x: x._id if type(x) is Remote else None)
+        kept = dict(self._kept)
+        try:
+            return wire.encode_for_kernel(obj, self._ref_of, self._keep)
+        except BaseException:
+            self._kept = kept  # nothing of it reaches the kernel
+            raise
+
+    def _ref_of(self, obj: object) -> int | None:
+        if type(obj) is Remote:
+            return obj._id
+        kept = self._kept.get(id(obj))
+        return kept[1] if kept is not None and kept[0] is obj else None
+
+    def _keep(self, obj: object) -> int:
+        number = -1 - len(self._kept)  # the kernel's own ids are positive
+        self._kept[id(obj)] = (obj, number)
+        return number
 
     def _proxy(self, info: dict[str, Any]) -> "Remote":
         if type(info.get("id")) is not int or not isinstance(info.get("type"), str) \
@@ -266,7 +286,7 @@ class Session:
                 hmac.new(self.witness_key or b"", box[0].encode(), "sha256").hexdigest(), box[1]):
             return None
         try:
-            found, watching, used, _ = ast.literal_eval(box[0])
+            found, watching, used, _ = syntax.literal(box[0])
         except (ValueError, SyntaxError, TypeError):
             return None
         return dict(used) if (found, watching) == (number, self.watching) else None
@@ -300,6 +320,7 @@ class Session:
         if self.forbidden is not None and self.witness_key is not None:
             self._witness("end")
         self.forbidden = None
+        self._kept.clear()
         self.request("release")
 
     def _source_of(self, definition: object) -> str:

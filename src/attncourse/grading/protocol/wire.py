@@ -89,8 +89,11 @@ def tensor_from_payload(p: Any, device: str = "cpu") -> torch.Tensor:
 
 # --- grader -> kernel ---------------------------------------------------------------------------------------
 
-def encode_for_kernel(obj: Any, ref_of: Callable[[Any], int | None]) -> object:
-    """JSON for what the grader sends. `ref_of(obj)` gives the id of a proxy to a kernel object, or None."""
+def encode_for_kernel(obj: Any, ref_of: Callable[[Any], int | None],
+                      keep: Callable[[Any], int] | None = None) -> object:
+    """JSON for what the grader sends. `ref_of(obj)` gives the id of a kernel object standing for `obj` (a proxy's,
+    or the copy of an object sent before), or None. An object sent by value (a pickle: a module, a namespace) is
+    kept by the kernel under the id `keep(obj)` gives, when `keep` is given."""
     ref = ref_of(obj)
     if ref is not None:
         return {"$ref": ref}
@@ -103,11 +106,12 @@ def encode_for_kernel(obj: Any, ref_of: Callable[[Any], int | None]) -> object:
     if isinstance(obj, torch.dtype):
         return {"$dtype": dtype_name(obj)}
     if type(obj) in (list, tuple):
-        items = [encode_for_kernel(x, ref_of) for x in obj]
+        items = [encode_for_kernel(x, ref_of, keep) for x in obj]
         return items if type(obj) is list else {"$tuple": items}
     if type(obj) is dict and all(type(k) is str for k in obj):
-        return {"$dict": {k: encode_for_kernel(v, ref_of) for k, v in obj.items()}}
-    return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
+        return {"$dict": {k: encode_for_kernel(v, ref_of, keep) for k, v in obj.items()}}
+    data = base64.b64encode(pickle.dumps(obj)).decode()
+    return {"$pickle": data} if keep is None else {"$kept": [keep(obj), data]}
 
 
 def decode_in_kernel(data: Any, objects: dict[int, Any]) -> object:
@@ -131,6 +135,10 @@ def decode_in_kernel(data: Any, objects: dict[int, Any]) -> object:
         return {k: decode_in_kernel(v, objects) for k, v in value.items()}
     if tag == "$pickle":
         return pickle.loads(base64.b64decode(value))
+    if tag == "$kept":  # [the id the grader will refer to it by, the pickle]
+        number, data = value
+        objects[number] = pickle.loads(base64.b64decode(data))
+        return objects[number]
     raise WireError(f"unknown tag {tag}")
 
 

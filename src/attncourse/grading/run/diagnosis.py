@@ -21,6 +21,7 @@ from typing import Any
 
 from nbformat import NotebookNode
 
+from .. import syntax
 from ..catalogs import load_catalog, source_notebook, with_code
 from ..cells import grade_id, is_test_cell
 from ..protocol import probe, remote, trusted
@@ -167,7 +168,7 @@ def run_test(nb: NotebookNode, test: str) -> tuple[bool, list[Any]]:
         if tree is None:  # a cell that does not parse cannot run
             continue
         try:
-            exec(compile(tree, grade_id(cell) or "cell", "exec"), namespace)  # noqa: S102 - the instructor's code
+            exec(syntax.compile_tree(tree, grade_id(cell) or "cell"), namespace)  # noqa: S102 - the instructor's code
         except Exception:  # noqa: BLE001 - e.g. an experiment that needs a GPU: the test says what it lacks
             pass
     if source is None:
