@@ -117,6 +117,11 @@ def _earned(root, assignment, student):
                 if g.cell.cell_type == "code" and g.cell.name not in {c.name for c in nb.notebook.solution_cells}}
 
 
+def _lost(earned):
+    """The test cells of `_earned` scored below their maximum."""
+    return {cell for cell, (score, maximum) in earned.items() if score < maximum}
+
+
 def test_every_case_gets_its_expected_outcome(graded):
     root, rows = graded["root"], {(r["assignment"], r["student"]): r for r in graded["rows"]}
     assert rows
@@ -130,7 +135,7 @@ def test_every_case_gets_its_expected_outcome(graded):
             earned = _earned(root, case["assignment"], student)
             assert earned, f"{student}: no test cells in the gradebook"
             total, maximum = sum(s for s, _ in earned.values()), sum(m for _, m in earned.values())
-            lost = {cell for cell, (s, m) in earned.items() if s < m}
+            lost = _lost(earned)
             if "score" in want and total != (maximum if want["score"] == "full" else want["score"]):
                 problems.append(f"earned {total}/{maximum}, expected {want['score']}\n"
                                 + failure_messages(root, case["assignment"], student, lost))
@@ -168,8 +173,7 @@ def test_honest_controls_keep_full_marks_and_feedback(graded):
         row = rows[(case["assignment"], student)]
         assert row["status"] == "graded" and not row["review"] and float(row["score"]) == float(row["max_score"]) - float(row["pending_manual"]), \
             f"{row}\n" + failure_messages(graded["root"], case["assignment"], student,
-                                          {cell for cell, (s, m) in _earned(graded["root"], case["assignment"],
-                                                                            student).items() if s < m})
+                                          _lost(_earned(graded["root"], case["assignment"], student)))
         assert list((graded["root"] / "feedback" / student / case["assignment"]).glob("*.html")), student
 
 

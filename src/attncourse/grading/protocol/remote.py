@@ -200,8 +200,8 @@ class Session:
     def _ref_of(self, obj: object) -> int | None:
         if type(obj) is Remote:
             return obj._id
-        kept = self._kept.get(id(obj))
-        return kept[1] if kept is not None and kept[0] is obj else None
+        kept = self._kept.get(id(obj))  # held there, so no other object can have its id
+        return kept[1] if kept is not None else None
 
     def _keep(self, obj: object) -> int:
         number = -1 - len(self._kept)  # the kernel's own ids are positive
