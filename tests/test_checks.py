@@ -2,7 +2,7 @@
 same positions, in rows whose columns line up (seconds, no kernel)."""
 import torch
 
-from attncourse.checks import differences
+from attncourse.checks import cases, configs, differences
 from attncourse.grading.publish.feedback import _message_line
 
 
@@ -28,3 +28,13 @@ def test_a_shape_or_a_tolerance_is_said_in_words():
 def test_feedback_shows_the_rows_in_a_fixed_width_font():
     assert _message_line("  期望   5  <6>") == '<span class="aligned">  期望   5  &lt;6&gt;</span>'
     assert _message_line("结果不一致") == "结果不一致"
+
+
+def test_half_precision_on_the_cpu_runs_the_first_row_of_a_table_and_everything_else_all_rows():
+    table = ((4, 2), (6, 3), (8, 1))
+    runs = {(device.type, dtype): configs(table, device, dtype) for device, dtype, _, _ in cases()}
+    assert set(runs) >= {("cpu", torch.float32), ("cpu", torch.float16), ("cpu", torch.bfloat16)}
+    for (device, dtype), rows in runs.items():
+        assert rows == (table if dtype == torch.float32 or device == "cuda" else table[:1]), (device, dtype)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):  # a grader with a GPU: every row on CUDA
+        assert configs(table, torch.device("cuda"), dtype) == table
