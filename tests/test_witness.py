@@ -96,6 +96,19 @@ CASES = {
                      "from attncourse.checks import forbid\nforbid('b', 'F.scaled_dot_product_attention')\nassert A.size == 3\n"],
                     ()),
 }
+# the probe's witness requests wrapped: `watch` held back and handed on just before the next command (the report),
+# so that the forbidden call runs unwatched and the report is genuine
+DELAYED = """_ops, _held = getattr(_probe, "OP" + "S"), []
+_real = _ops["wit" + "ness"]
+def _delayed(text, mac):
+    if text.split(chr(30))[1] == "watch":
+        _held.append((text, mac))
+        return []
+    while _held:
+        _real(*_held.pop())
+    return _real(text, mac)
+_ops["wit" + "ness"] = _delayed
+"""
 # switching the witness off, one case per way it notices (a profile event, a gc event, a thread without its profile
 # function), each in a process of its own: the witness forgets its key for good. Replacing the probe's requests
 # or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these are.
@@ -106,6 +119,8 @@ SWITCHED_OFF = {
     "thread_profile": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
                         "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
                        "test_masked_softmax", ()),
+    "delayed_watch": ({"masked_softmax": PROBE + DELAYED + "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax",
+                      ()),
 }
 
 

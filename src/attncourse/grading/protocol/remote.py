@@ -145,7 +145,7 @@ class Session:
         self.forbidden_answers: dict[str, str] = {}  # answer -> message, once a test found a forbidden call for it
         self.witness_key: bytes | None = None  # this kernel's key for its witness of forbidden calls (witness.py)
         self.witness_count = 0  # the number of the last command sent to the witness
-        self.watching = 0  # the number of the witness's `watch` command of the running cell
+        self.watching = 0  # the number of the witness's `watch` command of the running cell (-1: not answered then)
         # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self.tampered: list[str] = []
         self._classes: dict[tuple[str, tuple[str, ...]], type] = {}
@@ -268,7 +268,10 @@ class Session:
             path = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
             for entry in [path, *OPERATIONS.get(path, ())]:
                 pairs.append(f"{name}{witness.PAIR}{witness.SDPA if 'scaled_dot_product' in entry else entry}")
-        self.watching = self._witness("watch", witness.ITEM.join(pairs), witness.ITEM.join(keywords))[0]
+        number, box = self._witness("watch", witness.ITEM.join(pairs), witness.ITEM.join(keywords))
+        self.watching = number
+        if self._seen(number, box) is None:  # the watch did not begin now: no report of this cell is believed
+            self.watching = -1
 
     def _witness(self, op: str, *fields: str) -> tuple[int, Any]:
         """Send a signed, numbered command to the kernel's witness; returns (its number, the kernel's answer)."""
@@ -279,9 +282,13 @@ class Session:
         return self.witness_count, self.request("witness", text=text, mac=mac)
 
     def _report(self) -> dict[str, Any] | None:
-        """{label: [function, line] or None} of the forbidden calls the witness saw in this cell, or None when its
-        report is missing, unsigned, replayed or about another watch: the witness was stopped or tampered with."""
-        number, box = self._witness("report")
+        """{label: [function, line] or None} of the forbidden calls the witness saw in this cell, or None when the
+        witness was stopped or tampered with (see `_seen`)."""
+        return self._seen(*self._witness("report"))
+
+    def _seen(self, number: int, box: Any) -> dict[str, Any] | None:
+        """The calls seen, from the witness's answer to command `number`; None when the answer is missing,
+        unsigned, replayed or about another watch than the running cell's."""
         if type(box) is not list or len(box) != 2 or not all(type(x) is str for x in box) or not hmac.compare_digest(
                 hmac.new(self.witness_key or b"", box[0].encode(), "sha256").hexdigest(), box[1]):
             return None

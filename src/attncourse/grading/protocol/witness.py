@@ -15,8 +15,8 @@ carries a key of its own for this kernel). From then on:
 - Its state, the dispatcher registrations and the key live in functions whose globals are a private dictionary,
   reachable only through `gc` (which the hook sees first). Nothing it does looks a name up in a module the
   student's code could change, and it never touches the student's objects beyond their type.
-- The grader's commands (`watch`, `report`, `end`) are signed with the key and numbered; the report is signed
-  too. Code that could reach the witness's state or switch its profile function off (`gc`, `ctypes`,
+- The grader's commands (`watch`, `report`, `end`) are signed with the key and numbered; the answers to `watch`
+  and `report` are signed too, so a watch held back by the student's code until the report is asked for shows. Code that could reach the witness's state or switch its profile function off (`gc`, `ctypes`,
   `sys.setprofile`/`settrace` from the student's code or during a watched test, a thread running without the
   profile function, opening the process's memory) makes the hook forget the key at once: every later report then fails the grader's check,
   and the grader holds the submission for review (see `remote.Session.forbidden_message`).
@@ -118,14 +118,20 @@ def _command(text: Any, mac: Any, box: Any) -> None:
                 watch["gqa"] = keyword + "="
         _set_profile(_G["PROFILE"])
         _check_threads()
+        _answer(number, box)  # the grader checks that the watch began now, not when a later command came
     elif fields[1] == "report":
         _check_threads()
-        report = _G["repr"]((number, watch["n"], _G["sorted"](_G["USED"].items()), _G["list"](_G["TAMPERED"])))
-        _G["list_append"](box, report)
-        _G["list_append"](box, _sign(report))
+        _answer(number, box)
     elif fields[1] == "end":
         watch["n"] = None
         _set_profile(None)
+
+
+def _answer(number: int, box: list[str]) -> None:
+    """Answer command `number` with the signed state: (that number, the watch's, the calls seen, tampering)."""
+    report = _G["repr"]((number, _G["WATCH"]["n"], _G["sorted"](_G["USED"].items()), _G["list"](_G["TAMPERED"])))
+    _G["list_append"](box, report)
+    _G["list_append"](box, _sign(report))
 
 
 def _check_threads() -> None:
@@ -294,7 +300,7 @@ def install(key: bytes) -> None:
               "get_ident": threading.get_ident, "urandom": os.urandom,
               "PROFILE": types.MethodType(sys.audit, "attncourse.call")})
     g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER})
-    for function in (_where, _student_caused, _forget, _record, _sign, _command, _check_threads, _set_profile, _hook):
+    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _check_threads, _set_profile, _hook):
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel
     library = torch._C._dispatch_library("IMPL", "aten", "")
