@@ -109,6 +109,14 @@ def _delayed(text, mac):
     return _real(text, mac)
 _ops["wit" + "ness"] = _delayed
 """
+# a thread started without the profile function (threading.setprofile is not audited) that ends before the report
+SHORT_THREAD = """def masked_softmax(X, valid_lens):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(d2l.masked_softmax(X, valid_lens)))
+    worker.start()
+    worker.join()
+    return out[0]
+"""
 # switching the witness off, one case per way it notices (a profile event, a gc event, a thread without its profile
 # function), each in a process of its own: the witness forgets its key for good. Replacing the probe's requests
 # or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these are.
@@ -119,6 +127,8 @@ SWITCHED_OFF = {
     "thread_profile": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
                         "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
                        "test_masked_softmax", ()),
+    "short_thread": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + SHORT_THREAD}, "test_masked_softmax",
+                     ()),
     "delayed_watch": ({"masked_softmax": PROBE + DELAYED + "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax",
                       ()),
 }

@@ -16,10 +16,12 @@ carries a key of its own for this kernel). From then on:
   reachable only through `gc` (which the hook sees first). Nothing it does looks a name up in a module the
   student's code could change, and it never touches the student's objects beyond their type.
 - The grader's commands (`watch`, `report`, `end`) are signed with the key and numbered; the answers to `watch`
-  and `report` are signed too, so a watch held back by the student's code until the report is asked for shows. Code that could reach the witness's state or switch its profile function off (`gc`, `ctypes`,
-  `sys.setprofile`/`settrace` from the student's code or during a watched test, a thread running without the
-  profile function, opening the process's memory) makes the hook forget the key at once: every later report then fails the grader's check,
-  and the grader holds the submission for review (see `remote.Session.forbidden_message`).
+  and `report` are signed too, so a watch held back by the student's code until the report is asked for shows.
+  Code that could reach the witness's state or switch its profile function off (`gc`, `ctypes`,
+  `sys.setprofile`/`settrace` from the student's code or during a watched test, a thread started or running
+  without the profile function, opening the process's memory) makes the hook forget the key at once: every
+  later report then fails the grader's check, and the grader holds the submission for review (see
+  `remote.Session.forbidden_message`).
 
 The kernel's copy of a report is plain data the grader verifies; a student who stops the reports, forges them or
 replays an old one gets a submission held for review, never the points.
@@ -135,8 +137,12 @@ def _answer(number: int, box: list[str]) -> None:
 
 
 def _check_threads() -> None:
-    """Every thread started since `install` runs with the profile function: one that got past starting (a frame
-    outside threading.py) without it was started after `threading.setprofile` was changed."""
+    """Every thread started since `install` runs with the profile function: threading still gives it to new
+    threads (a thread started without it may have ended by now), and one that got past starting (a frame outside
+    threading.py) without it was started after `threading.setprofile` was changed."""
+    if _G["THREADING"].get("_profile_hook") is not _G["PROFILE"]:
+        _forget("线程没有 profile 函数")
+        return
     for ident, frame in _G["current_frames"]().items():
         if ident in _G["SEEN"] or ident in _G["BEFORE"]:
             continue
