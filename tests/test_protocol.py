@@ -117,6 +117,21 @@ def test_what_the_kernel_sends_is_data_or_a_proxy(monkeypatch):
     assert type(found["f"]) is Remote and torch.equal(found["f"](torch.ones(2)), torch.full((2,), 2.0))
 
 
+def test_what_a_cell_keeps_for_its_diagnosis_is_bounded_in_bytes(monkeypatch):
+    """A student's function that returns megabytes at every call leaves the cell nothing to diagnose with, rather
+    than the grader holding every reply until the end of the notebook."""
+    kernel = FakeKernel(monkeypatch, {"small": lambda: torch.ones(4), "big": lambda: torch.zeros(1 << 20)})
+    monkeypatch.setattr(remote, "MAX_RETURNED_BYTES", 10 << 20)
+    session = Session(kernel.send)
+    found = session.resolve({"small", "big"})
+    found["small"](), found["big"](), found["big"]()
+    assert len(session.returned) == 3 and session.returned_bytes == 16 + (2 << 22)
+    found["big"]()
+    assert session.returned == [] and session.returned_bytes > remote.MAX_RETURNED_BYTES
+    found["small"]()
+    assert session.returned == [], "nothing more is kept in this cell"
+
+
 def test_a_repeated_read_costs_one_round_trip_until_anything_else_runs(monkeypatch):
     """Reads between two calls into the student's code are answered once; each answer is decoded afresh (a test
     may change what it got), and a call, which may change the student's objects, makes the next read go out."""

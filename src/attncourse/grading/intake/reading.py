@@ -82,20 +82,26 @@ def _rebuilt(raw: dict[str, Any]) -> NotebookNode:
     return nb
 
 
-def keep_student_outputs(nb: NotebookNode) -> int:
-    """Move each code cell's outputs into its metadata, trimmed to what a TA reads: text and PNG images.
-    Returns how many bytes were kept."""
+def _joined(value: object) -> object:
+    """A multiline string of a notebook's JSON, which may be a list of lines, as one string."""
+    return "".join(map(str, value)) if isinstance(value, list) else value
+
+
+def keep_student_outputs(cells: list[Any]) -> None:
+    """Move each code cell's outputs (JSON as read, before nbformat builds anything of them) into its metadata,
+    trimmed to what a TA reads: text and PNG images, at most `MAX_KEPT_TOTAL` bytes in all."""
     budget = MAX_KEPT_TOTAL
-    for cell in nb.cells:
-        if cell.cell_type != "code":
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         kept: list[dict[str, str]] = []
-        for output in cell.get("outputs", []):
-            text = output.get("text") if output.get("output_type") == "stream" else \
-                output.get("data", {}).get("text/plain") if "data" in output else None
-            image = output.get("data", {}).get("image/png") if "data" in output else None
-            if isinstance(text, list):
-                text = "".join(text)
+        outputs = cell.get("outputs")
+        for output in outputs if isinstance(outputs, list) else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            data = data if isinstance(data, dict) else {}
+            text = _joined(output.get("text")) if output.get("output_type") == "stream" else _joined(
+                data.get("text/plain"))
+            image = _joined(data.get("image/png"))
             if isinstance(image, str) and len(image) <= min(MAX_KEPT_IMAGE, budget):
                 kept.append({"image/png": image})
                 budget -= len(image)
@@ -104,10 +110,9 @@ def keep_student_outputs(nb: NotebookNode) -> int:
                 kept.append({"text/plain": text})
                 budget -= len(text.encode())
         if kept:
-            cell.metadata[SUBMITTED_OUTPUTS] = kept
-        cell.outputs = []
-        cell.execution_count = None
-    return MAX_KEPT_TOTAL - budget
+            cell["metadata"][SUBMITTED_OUTPUTS] = kept
+        cell["outputs"] = []
+        cell["execution_count"] = None
 
 
 def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
@@ -120,12 +125,14 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
     except UnicodeDecodeError:
         return None, [f"{path.name} 不是文本文件（既不是 UTF-8 也不是 GBK 编码）"]
     try:
-        raw = json.loads(text)
+        raw = json.loads(text)  # the file is parsed once: nbformat reads it only after its outputs are trimmed
+        del text
     except ValueError as exc:
         return None, [f"{path.name} 不是合法的 JSON（第 {getattr(exc, 'lineno', '?')} 行附近）：文件可能被截断或损坏"]
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         return None, [f"{path.name} 不是 Jupyter notebook（没有 cells）"]
     notes += _repair(raw)
+    keep_student_outputs(raw["cells"])
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
@@ -137,7 +144,8 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
             for name in repair_pasted_images(cell):
                 notes.append(f"单元格 #{index} 显示的粘贴图片 {name} 不在文件中（编辑器没有保存它，或不是 PNG/JPEG），"
                              "已换成文字说明")
-    kept = keep_student_outputs(nb)
+    kept = sum(len(json.dumps(cell.metadata.get(SUBMITTED_OUTPUTS, []), ensure_ascii=False).encode())
+               for cell in nb.cells)
     graded = len(json.dumps(nb, ensure_ascii=False).encode()) - kept
     if graded > MAX_NOTEBOOK_BYTES:
         return None, [f"{path.name} 去掉输出后仍有 {graded >> 20} MB，超过 {MAX_NOTEBOOK_BYTES >> 20} MB"]
