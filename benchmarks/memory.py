@@ -8,7 +8,7 @@ alone: kernels are children of the preloading process) is printed with the ratio
 is the reference answer that also
 - returns a tensor of 44 MB (a reply just under `wire.MAX_REPLY`) from every function and module the tests call,
 - raises, in a cell of its own, an exception whose message is 30 MB, and prints and `display()`s a flood,
-- was saved with 100 MB of its own output (ten million one-character lines, as JupyterLab saves a printing loop).
+- was saved with ten million lines of its own output (a 70 MB file, as JupyterLab saves a printing loop).
 Prints the largest page published from each class (feedback, autograded notebook, report) and the huge one's
 outcome. Not run in CI.
 """
@@ -55,7 +55,7 @@ def huge(nb):
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source += "\n" + HUGE_REPLIES
     saved = new_code_cell("for _ in range(10_000_000):\n    print('x')")
-    saved.outputs = [new_output("stream", name="stdout", text="x\n" * 10_000_000)]
+    saved.outputs = [new_output("stream", name="stdout", text=["x\n"] * 10_000_000)]  # as JupyterLab saves it
     nb.cells += [saved, new_code_cell(LONG_EXCEPTION), new_code_cell(FLOOD)]
     return nb
 

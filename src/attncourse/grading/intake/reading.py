@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ijson
 import nbformat
 from nbformat import NotebookNode
 
@@ -26,18 +27,40 @@ SUBMITTED_OUTPUTS = "course_submitted_outputs"  # cell metadata: the student's o
 MAX_KEPT_TEXT = 20_000  # characters of the student's text output kept per cell
 MAX_KEPT_IMAGE = 300_000  # bytes (base64) of one PNG kept
 MAX_KEPT_TOTAL = 3_000_000  # bytes of the student's outputs kept per notebook
+MAX_OUTPUT_STRINGS = 100_000  # strings (lines) of one field of an output read; the rest is skipped unread
 
 
-def decode(data: bytes) -> tuple[str, list[str]]:
-    """The text of a notebook file and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
+def utf8(data: bytes) -> tuple[bytes, list[str]]:
+    """A notebook file as UTF-8 and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
     notes = []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         notes.append("去掉了文件开头的 BOM（Windows 工具常加）")
     try:
-        return data.decode("utf-8"), notes
+        data.decode("utf-8")  # checked, not kept
+        return data, notes
     except UnicodeDecodeError:
-        return data.decode("gbk"), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
+        return data.decode("gbk").encode(), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
+
+
+def _load(data: bytes) -> Any:
+    """The JSON of a notebook file, built as it is read, except each output's strings past what a TA could be
+    shown (`MAX_KEPT_IMAGE` characters, `MAX_OUTPUT_STRINGS` strings per field): a saved flood, millions of lines,
+    is never built in memory. Raises ijson.JSONError."""
+    builder = ijson.ObjectBuilder()
+    read: dict[str, list[int]] = {}  # characters and strings read so far per field of the current output
+    for prefix, event, value in ijson.parse(data, use_float=True):
+        if prefix == "cells.item.outputs.item" and event == "start_map":
+            read.clear()
+        elif event == "string" and prefix.startswith("cells.item.outputs.item."):
+            field = read.setdefault(prefix.removesuffix(".item"), [0, 0])
+            if field[0] > MAX_KEPT_IMAGE or field[1] >= MAX_OUTPUT_STRINGS:
+                continue
+            value = value[:MAX_KEPT_IMAGE + 1 - field[0]]  # a field cut here is still too long to be kept whole
+            field[0] += len(value)
+            field[1] += 1
+        builder.event(event, value)
+    return builder.value
 
 
 def _repair(raw: dict[str, Any]) -> list[str]:
@@ -121,14 +144,14 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
     if size > MAX_FILE_BYTES:
         return None, [f"{path.name} 过大（{size >> 20} MB，超过 {MAX_FILE_BYTES >> 20} MB），未读取"]
     try:
-        text, notes = decode(path.read_bytes())
+        data, notes = utf8(path.read_bytes())
     except UnicodeDecodeError:
         return None, [f"{path.name} 不是文本文件（既不是 UTF-8 也不是 GBK 编码）"]
     try:
-        raw = json.loads(text)  # the file is parsed once: nbformat reads it only after its outputs are trimmed
-        del text
-    except ValueError as exc:
-        return None, [f"{path.name} 不是合法的 JSON（第 {getattr(exc, 'lineno', '?')} 行附近）：文件可能被截断或损坏"]
+        raw = _load(data)  # the file is parsed once: nbformat reads it only after its outputs are trimmed
+    except ijson.JSONError:
+        return None, [f"{path.name} 不是合法的 JSON：文件可能被截断或损坏"]
+    del data
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         return None, [f"{path.name} 不是 Jupyter notebook（没有 cells）"]
     notes += _repair(raw)
