@@ -189,9 +189,9 @@ def op_seed(seed: int) -> None:
 
 
 def _limit_output(chars: int) -> None:
-    """From now on at most `chars` characters of stdout and of stderr per cell leave the kernel, then one note:
-    a thread that prints forever costs the grader no messages to read (the grader keeps less than this), and
-    the cell little time."""
+    """From now on at most `chars` characters of stdout, of stderr and of displayed data per cell leave the kernel,
+    then one note: a thread that prints forever, or a loop of display() calls, costs the grader no messages to
+    read (the grader keeps less than this), and the cell little time."""
     from ipykernel.iostream import OutStream
     from IPython import get_ipython
     streams = [s for s in (sys.stdout, sys.stderr) if isinstance(s, OutStream)]
@@ -215,6 +215,18 @@ def _limit_output(chars: int) -> None:
     for stream in streams:
         stream.write = limited(stream)  # type: ignore[method-assign,assignment]  # this stream only
     shell = get_ipython()
+    publish = shell.display_pub.publish
+    sent[id(publish)] = 0
+
+    def publish_limited(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        before = sent[id(publish)]
+        sent[id(publish)] = before + len(str(data))
+        if before + len(str(data)) <= chars:
+            publish(data, *args, **kwargs)
+        elif before <= chars:
+            print("\n……（显示的内容过多，其余部分未发送）")
+
+    shell.display_pub.publish = publish_limited
     shell.events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
     _limit_errors(shell, chars)
 
