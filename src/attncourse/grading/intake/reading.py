@@ -120,8 +120,9 @@ def keep_student_outputs(cells: list[Any]) -> None:
         kept: list[dict[str, str]] = []
         outputs = cell.get("outputs")
         for output in outputs if isinstance(outputs, list) else []:
-            data = output.get("data") if isinstance(output, dict) else None
-            data = data if isinstance(data, dict) else {}
+            if not isinstance(output, dict):
+                continue
+            data = output["data"] if isinstance(output.get("data"), dict) else {}
             text = _joined(output.get("text")) if output.get("output_type") == "stream" else _joined(
                 data.get("text/plain"))
             image = _joined(data.get("image/png"))
