@@ -10,6 +10,7 @@ Outputs are not graded (the grader runs the notebook again) and do not count aga
 of them is the student's own run of each code cell, trimmed (`SUBMITTED_OUTPUTS` in the cell's metadata), for
 the TA who reads the written answers.
 """
+import codecs
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,10 @@ def utf8(data: bytes) -> tuple[bytes, list[str]]:
         data = data[3:]
         notes.append("去掉了文件开头的 BOM（Windows 工具常加）")
     try:
-        data.decode("utf-8")  # checked, not kept
+        check = codecs.getincrementaldecoder("utf-8")()  # checked a megabyte at a time, not kept
+        for start in range(0, len(data), 1 << 20):
+            check.decode(memoryview(data)[start:start + (1 << 20)])
+        check.decode(b"", final=True)
         return data, notes
     except UnicodeDecodeError:
         return data.decode("gbk").encode(), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
