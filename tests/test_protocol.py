@@ -120,12 +120,12 @@ def test_what_the_kernel_sends_is_data_or_a_proxy(monkeypatch):
 def test_what_a_cell_keeps_for_its_diagnosis_is_bounded_in_bytes(monkeypatch):
     """A student's function that returns megabytes at every call leaves the cell nothing to diagnose with, rather
     than the grader holding every reply until the end of the notebook."""
-    kernel = FakeKernel(monkeypatch, {"small": lambda: torch.ones(4), "big": lambda: torch.zeros(1 << 20)})
-    monkeypatch.setattr(remote, "MAX_RETURNED_BYTES", 10 << 20)
+    kernel = FakeKernel(monkeypatch, {"small": lambda: torch.ones(4), "big": lambda: torch.zeros(1 << 16)})
+    monkeypatch.setattr(remote, "MAX_RETURNED_BYTES", 600_000)
     session = Session(kernel.send)
     found = session.resolve({"small", "big"})
     found["small"](), found["big"](), found["big"]()
-    assert len(session.returned) == 3 and session.returned_bytes == 16 + (2 << 22)
+    assert len(session.returned) == 3 and session.returned_bytes == 16 + (2 << 18)
     found["big"]()
     assert session.returned == [] and session.returned_bytes > remote.MAX_RETURNED_BYTES
     found["small"]()
