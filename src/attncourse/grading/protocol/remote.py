@@ -443,9 +443,11 @@ class Channel:
                 raise KernelLost("ignored the interrupt")
             raise KernelTimeout()
         try:
-            return _loads(reply.decode())
+            text = reply.decode()
         except UnicodeDecodeError as exc:
             raise wire.WireError("内核的回复不是合法的 JSON") from exc
+        del reply  # a reply may be tens of MB: its bytes are not kept while its JSON is parsed
+        return _loads(text)
 
     def _reply(self, number: bytes, timeout: float) -> bytes | None:
         """The reply to request `number` (a late reply to an earlier one is dropped), or None after `timeout`."""
