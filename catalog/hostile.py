@@ -262,6 +262,12 @@ CHATTY = '''def masked_softmax(X, valid_lens):
 LONG_MESSAGE = '''def masked_softmax(X, valid_lens):
     raise ValueError("长" * 5_000_000)
 '''
+LONG_ERROR_CELL = 'raise ValueError("长" * 5_000_000)  # 15 MB of message, in a cell of its own\n'
+DISPLAY_FLOOD = """from IPython.display import HTML, display
+for _ in range(3000):
+    display(HTML("<b>" + "刷" * 1000 + "</b>"))
+"""
+LONG_SOURCE = "# " + "数据" * 1_000_000 + "\n"  # 6 MB of source: a page shows only the start of it
 HUGE_FROM_PROBE = '''import attncourse.grading.protocol.probe as _probe
 class _Huge:
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -511,6 +517,9 @@ CASES = [
           before={"masked_softmax": PROBE_REPLACED}, replace={"masked_softmax": "masked_softmax = d2l.masked_softmax\n"}),
     _case("w77_thread_profile_off", "关掉之后线程的 profile 函数，在线程池里调用 d2l.masked_softmax", HELD_WATCH,
           replace={"masked_softmax": THREAD_PROFILE_OFF}),
+    _case("s78_huge_pages", "6 MB 的源码、15 MB 的异常信息、刷屏的 display()：每个发布的页面都有上限",
+          {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
+          after=[LONG_SOURCE, LONG_ERROR_CELL, DISPLAY_FLOOD]),
 ]
 
 

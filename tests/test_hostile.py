@@ -18,8 +18,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from attncourse.grading.model import Status
+from attncourse.grading.publish import feedback
 from attncourse.grading.records import Record, read_record
 from attncourse.grading.release import student_version as release
+from attncourse.grading.run.execution import CourseExecute
 
 from conftest import ROOT, auto_points, copy_course, failure_messages
 
@@ -203,9 +205,27 @@ def test_feedback_leaks_nothing_and_carries_no_active_content(graded):
         text = page.read_text(encoding="utf-8")
         aid = page.parent.name
         assert hidden[aid] and not [line for line in hidden[aid] if line in text], page
-        assert page.stat().st_size < 3_000_000, f"{page}: {page.stat().st_size} bytes"
         body = text.split("</style>")[-1]  # the student's own source shows as escaped text; live tags must not
         assert not re.search(r"<script[^>]*>[^<]*alert|<img[^>]*onerror|application/javascript", body), page
+
+
+def test_every_published_page_has_a_bounded_size(graded):
+    """Whatever a student's code printed, raised or held (s78: 6 MB of source, a 15 MB exception, a display()
+    flood; h25: 100 MB printed; s65: a test that gets a 5-million-character message): each feedback page and the
+    report stay under `MAX_PAGE_BYTES`, and an autograded notebook adds to the submitted file at most what the
+    grader's run may keep (`max_notebook_output_bytes`) and some verdicts."""
+    root = graded["root"]
+    pages = sorted((root / "feedback").rglob("*.html"))
+    cut = [p for p in pages if p.parts[-3] == "s78_huge_pages"]
+    assert len(cut) == 1 and "个字符未显示" in cut[0].read_text(encoding="utf-8")
+    for page in pages + [root / "build" / "report" / "report.html"]:
+        assert page.stat().st_size <= feedback.MAX_PAGE_BYTES, f"{page}: {page.stat().st_size} bytes"
+    notebooks = sorted((root / "autograded").rglob("*.ipynb"))
+    assert len(notebooks) >= 40
+    run_output = 3 * CourseExecute.max_notebook_output_bytes.default_value  # counted in characters: 3 bytes for 刷
+    for notebook in notebooks:
+        submitted = sum(p.stat().st_size for p in (root / "submitted").joinpath(*notebook.parts[-3:-1]).glob("*.ipynb"))
+        assert notebook.stat().st_size <= submitted + run_output + 100_000, f"{notebook}: {notebook.stat().st_size} bytes"
 
 
 def test_nothing_keeps_running_after_the_grader(graded):

@@ -88,8 +88,7 @@ def _raw(released, **changes):
     ("Colab nbformat 4.0 without ids", lambda raw: (raw.update(nbformat_minor=0), [c.pop("id", None) for c in raw["cells"]]),
      None),
     ("cell without metadata", lambda raw: raw["cells"][0].pop("metadata"), "元数据"),
-    ("invalid beyond repair", lambda raw: raw["cells"][0].update(cell_type="code", outputs=[{"output_type": "bogus"}]),
-     "重建"),
+    ("invalid beyond repair", lambda raw: raw["cells"][0].update(cell_type="code", collapsed="bogus"), "重建"),
 ])
 def test_files_editors_write_are_read(tmp_path, released, editor, change, note):
     raw = _raw(released)
@@ -120,6 +119,20 @@ def test_outputs_do_not_count_against_the_size_limit_and_the_students_run_is_kep
     assert nb is not None and nb.cells[0].outputs == []
     kept = nb.cells[0].metadata[reading.SUBMITTED_OUTPUTS]
     assert len(kept[0]["text/plain"]) == reading.MAX_KEPT_TEXT and kept[1] == {"image/png": "iVBOR" * 10}
+
+
+def test_a_notebook_is_parsed_once_and_nbformat_gets_it_without_its_outputs(tmp_path, released, monkeypatch):
+    """A saved flood (300,000 lines of output, as JupyterLab saves a printing loop) is trimmed in the JSON as
+    read: nbformat, which would build and validate the whole notebook again, only gets what is kept."""
+    raw = _raw(released)
+    raw["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["第 1 轮\n"] * 300_000}]
+    path = _write(tmp_path, "work.ipynb", json.dumps(raw, ensure_ascii=False))
+    given = []
+    reads = reading.nbformat.reads
+    monkeypatch.setattr(reading.nbformat, "reads", lambda text, **kw: given.append(len(text)) or reads(text, **kw))
+    nb, notes = reading.read(path)
+    assert nb is not None and given and max(given) < path.stat().st_size / 50
+    assert len(nb.cells[0].metadata[reading.SUBMITTED_OUTPUTS][0]["text/plain"]) == reading.MAX_KEPT_TEXT
 
 
 def test_pasted_images_the_file_does_not_carry_become_words_with_a_note(tmp_path):

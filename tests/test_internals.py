@@ -112,6 +112,18 @@ INTERNALS = [
     ("nbgrader.server_extensions.formgrader.apihandlers",
      "grading/publish/formgrader.py REFUSED: the API handlers that generate, release, collect, autograde or give "
      "feedback answer with the course command instead", "FG_API"),
+    ("nbgrader.preprocessors.execute:Execute.on_cell_executed",
+     "grading/run/execution.py CourseExecute.on_cell_executed cuts the reply's error, which this adds to a cell "
+     "whose outputs have no error of the same name", "ON_EXECUTED"),
+    ("ipykernel.zmqshell:ZMQInteractiveShell._showtraceback",
+     "grading/protocol/probe.py _limit_errors: the error output and `_last_traceback` (the reply's) come from its "
+     "arguments", "SHOWTRACEBACK"),
+    ("ipykernel.ipkernel:IPythonKernel.do_execute",
+     "grading/protocol/probe.py _limit_errors: the reply's evalue is str(result.error_in_exec) read after "
+     "post_run_cell", "DO_EXECUTE"),
+    ("ipykernel.zmqshell:ZMQDisplayPublisher.publish",
+     "grading/protocol/probe.py _limit_output: every display() of a cell goes through shell.display_pub.publish",
+     "DISPLAY_PUBLISH"),
 ]
 FINGERPRINTS = {
     "THREAD_BOOTSTRAP": "65124ce1de0dded1",
@@ -153,6 +165,10 @@ FINGERPRINTS = {
     "VALIDATE": "a34e58827bc65ffe",
     "VALIDATE_PREPROCESS": "ca1c6e172237f38c",
     "VALIDATE_CONFIG": "82a4dc81cf5e0852",
+    "ON_EXECUTED": "e2154da9c7efffa0",
+    "SHOWTRACEBACK": "6a5da68855007d73",
+    "DO_EXECUTE": "78aa91d0af8b79f1",
+    "DISPLAY_PUBLISH": "2dd0b1637badf9d7",
 }
 
 

@@ -117,6 +117,21 @@ def test_what_the_kernel_sends_is_data_or_a_proxy(monkeypatch):
     assert type(found["f"]) is Remote and torch.equal(found["f"](torch.ones(2)), torch.full((2,), 2.0))
 
 
+def test_what_a_cell_keeps_for_its_diagnosis_is_bounded_in_bytes(monkeypatch):
+    """A student's function that returns megabytes at every call leaves the cell nothing to diagnose with, rather
+    than the grader holding every reply until the end of the notebook."""
+    kernel = FakeKernel(monkeypatch, {"small": lambda: torch.ones(4), "big": lambda: torch.zeros(1 << 16)})
+    monkeypatch.setattr(remote, "MAX_RETURNED_BYTES", 600_000)
+    session = Session(kernel.send)
+    found = session.resolve({"small", "big"})
+    found["small"](), found["big"](), found["big"]()
+    assert len(session.returned) == 3 and session.returned_bytes == 16 + (2 << 18)
+    found["big"]()
+    assert session.returned == [] and session.returned_bytes > remote.MAX_RETURNED_BYTES
+    found["small"]()
+    assert session.returned == [], "nothing more is kept in this cell"
+
+
 def test_a_repeated_read_costs_one_round_trip_until_anything_else_runs(monkeypatch):
     """Reads between two calls into the student's code are answered once; each answer is decoded afresh (a test
     may change what it got), and a call, which may change the student's objects, makes the next read go out."""
@@ -162,37 +177,46 @@ def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatc
 
 @pytest.mark.slow  # a real kernel
 def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
-    """What a flood costs the grader: past the limit one note, then nothing, for the cell's own prints and a
-    thread's; the next cell has its own budget."""
-    async def stream_text(kc, code):
+    """What a flood costs the grader: past the limit one note, then nothing, for the cell's own prints, a
+    thread's and display() calls; the next cell has its own budget. An exception's message of megabytes leaves
+    the kernel cut, in the error's output and in the cell's reply."""
+    async def run(kc, code):
         msg_id = kc.execute(code)
-        text = ""
+        text, sent = "", []
         while True:
             msg = await kc.get_iopub_msg(timeout=30)
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "stream":
                 text += msg["content"]["text"]
+            elif msg["msg_type"] in ("display_data", "error"):
+                sent.append(msg["content"])
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                return text
+                reply = await kc.get_shell_msg(timeout=30)
+                return text, sent, reply["content"]
 
     async def main():
         km, kc = await start_new_async_kernel(kernel_name="python3")
         try:
             assert "ok" in await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK, "witness_key": "00" * 32}},
                                               30, 3)
-            flood = await stream_text(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
-                                          "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\n"
-                                          "t.join()")
-            after = await stream_text(kc, "print('z' * 500)")
+            flood = await run(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
+                                  "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\nt.join()")
+            after = await run(kc, "print('z' * 500)")
+            shown = await run(kc, "from IPython.display import HTML, display\nfor _ in range(100): display(HTML('w' * 99))")
+            raised = await run(kc, "raise ValueError('长' * 100_000)")
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
-        return flood, after
+        return flood[0], after[0], shown, raised
 
-    flood, after = asyncio.run(main())
+    flood, after, shown, raised = asyncio.run(main())
     assert 1000 <= len(flood) < 1100 and flood.endswith("……（输出过多，其余部分未发送）\n")
     assert after == "z" * 500 + "\n"
+    assert 1 <= len(shown[1]) <= 10 and "显示的内容过多" in shown[0]
+    (error,), reply = raised[1], raised[2]
+    assert error["ename"] == reply["ename"] == "ValueError" and reply["status"] == "error"
+    assert all(len(e["evalue"]) < 1100 and len("".join(e["traceback"])) < 1200 for e in (error, reply))
 
 
 @pytest.mark.slow  # a real kernel

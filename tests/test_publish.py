@@ -87,6 +87,29 @@ def test_feedback_shows_the_students_own_run_and_never_the_graders(course):
         nbformat.write(nb, leaky)
 
 
+def test_a_feedback_page_has_a_bounded_size_whatever_the_student_wrote(course):
+    """Megabytes of source, of the student's own printed output and of pasted-in pictures: the page shows the
+    start of each, cut with a note, and stays under `MAX_PAGE_BYTES`."""
+    from attncourse.grading.cells import SHOWN_RUN
+    root, cfg, outcomes = course
+    path = root / "autograded" / "2023000001" / "a" / "work.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    picture = new_output("display_data", data={"image/png": "iVBOR" * 200_000, "text/plain": "<Figure>"})
+    nb.cells += [new_code_cell("# 开头" + "数据" * 500_000),
+                 new_code_cell("print(log)", outputs=[new_output("stream", name="stdout", text="第 1 轮\n" * 300_000),
+                                                      picture, picture], metadata={SHOWN_RUN: "student"})]
+    nbformat.write(nb, path)
+    try:
+        assert feedback.publish(cfg, root, [outcomes[0]], say=lambda _: None) == 1
+        page = root / "feedback" / "2023000001" / "a" / "work.html"
+        text = page.read_text(encoding="utf-8")
+        assert page.stat().st_size <= feedback.MAX_PAGE_BYTES and "# 开头数据" in text and "个字符未显示" in text
+        assert "double 把输入乘以 2" in text
+    finally:
+        del nb.cells[-2:]
+        nbformat.write(nb, path)
+
+
 def test_a_review_decision_is_one_step_and_recorded(tmp_path, capsys):
     """`course review` lists the held submissions with their flags, `--accept` releases the points in one step
     and records who and when, `--reject` gives 0; the export, the grades CSV and the report then say so."""

@@ -181,6 +181,34 @@ def test_a_cells_output_is_capped_with_one_note():
     assert kept.count("输出过多") == 1 and kept.count("x") <= 1000 and len(outs) < 50
 
 
+def _error(evalue):
+    return {"msg_type": "error", "header": {"msg_type": "error"}, "parent_header": {},
+            "content": {"ename": "ValueError", "evalue": evalue, "traceback": ["Traceback", f"ValueError: {evalue}"]}}
+
+
+def test_a_cells_error_is_kept_cut_and_raised_again_and_again_is_dropped():
+    """An exception whose message is megabytes: the cell keeps one error (the cell failed), cut to the cell's cap,
+    whether it came as output or only in the cell's reply (nbgrader then adds the reply's error itself)."""
+    step = _execute(max_output_bytes=1000)
+    step._kept_bytes, outs = {}, []
+    for _ in range(20):
+        step.output(outs, _error("长" * 1_000_000), None, 0)
+    assert [o.output_type for o in outs] == ["error"] and outs[0].ename == "ValueError"
+    assert len(str(outs[0])) < 3000 and "其余" in outs[0].evalue
+    cell = nbformat.v4.new_code_cell("raise ValueError")
+    step.on_cell_executed(cell=cell, execute_reply={"content": {"status": "error", **_error("长" * 1_000_000)["content"]}})
+    assert [o.output_type for o in cell.outputs] == ["error"] and len(str(cell.outputs[0])) < 3000
+
+
+def test_the_notebooks_output_is_capped_across_its_cells():
+    step = _execute(max_output_bytes=1000, max_notebook_output_bytes=3000)
+    step._kept_bytes, cells = {}, [[] for _ in range(10)]
+    for index, outs in enumerate(cells):
+        step.output(outs, _stream("x" * 800), None, index)
+    kept = "".join(o.get("text", "") for outs in cells for o in outs)
+    assert kept.count("x") <= 3000 and kept.count("输出过多") == 10 - kept.count("x") // 800
+
+
 def test_a_kernel_that_ignores_the_interrupt_fails_the_submission_as_hung():
     step = _execute(timeout=30, interrupt_grace=0)
     step.km = step.kc = FakeKernel()

@@ -63,7 +63,7 @@ def safe_markdown(source: str) -> str:
     return source if cleaned == VOID_SLASH.sub(r"<\1\2>", rendered) else cleaned.replace(RENDERED_AS, "attachment:")
 
 
-def repair_pasted_images(cell: NotebookNode) -> list[str]:
+def repair_pasted_images(cell: NotebookNode, why: str = "没有随 notebook 保存") -> list[str]:
     """Keep only the pasted images of a markdown cell that a page can show (PNG, JPEG), and put the words
     "［粘贴的图片 name 没有随 notebook 保存］" where the cell shows one it does not carry (an editor that lost it, a
     GIF): nbconvert stops on such a reference. Returns the names replaced, in order."""
@@ -83,7 +83,7 @@ def repair_pasted_images(cell: NotebookNode) -> list[str]:
         if name in kept:
             return match.group(0)
         replaced.append(name)
-        return f"［粘贴的图片 {name} 没有随 notebook 保存］"
+        return f"［粘贴的图片 {name} {why}］"
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
     cell["source"] = PASTED.sub(words, source)
     return replaced

@@ -10,11 +10,13 @@ Outputs are not graded (the grader runs the notebook again) and do not count aga
 of them is the student's own run of each code cell, trimmed (`SUBMITTED_OUTPUTS` in the cell's metadata), for
 the TA who reads the written answers.
 """
+import codecs
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ijson
 import nbformat
 from nbformat import NotebookNode
 
@@ -26,18 +28,43 @@ SUBMITTED_OUTPUTS = "course_submitted_outputs"  # cell metadata: the student's o
 MAX_KEPT_TEXT = 20_000  # characters of the student's text output kept per cell
 MAX_KEPT_IMAGE = 300_000  # bytes (base64) of one PNG kept
 MAX_KEPT_TOTAL = 3_000_000  # bytes of the student's outputs kept per notebook
+MAX_OUTPUT_STRINGS = 100_000  # strings (lines) of one field of an output read; the rest is skipped unread
 
 
-def decode(data: bytes) -> tuple[str, list[str]]:
-    """The text of a notebook file and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
+def utf8(data: bytes) -> tuple[bytes, list[str]]:
+    """A notebook file as UTF-8 and what was repaired: a UTF-8 BOM dropped, or GBK read when not UTF-8."""
     notes = []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         notes.append("去掉了文件开头的 BOM（Windows 工具常加）")
     try:
-        return data.decode("utf-8"), notes
+        check = codecs.getincrementaldecoder("utf-8")()  # checked a megabyte at a time, not kept
+        for start in range(0, len(data), 1 << 20):
+            check.decode(memoryview(data)[start:start + (1 << 20)])
+        check.decode(b"", final=True)
+        return data, notes
     except UnicodeDecodeError:
-        return data.decode("gbk"), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
+        return data.decode("gbk").encode(), notes + ["文件不是 UTF-8 编码，按 GBK 读取"]
+
+
+def _load(data: bytes) -> Any:
+    """The JSON of a notebook file, built as it is read, except each output's strings past what a TA could be
+    shown (`MAX_KEPT_IMAGE` characters, `MAX_OUTPUT_STRINGS` strings per field): a saved flood, millions of lines,
+    is never built in memory. Raises ijson.JSONError."""
+    builder = ijson.ObjectBuilder()
+    read: dict[str, list[int]] = {}  # characters and strings read so far per field of the current output
+    for prefix, event, value in ijson.parse(data, use_float=True):
+        if prefix == "cells.item.outputs.item" and event == "start_map":
+            read.clear()
+        elif event == "string" and prefix.startswith("cells.item.outputs.item."):
+            field = read.setdefault(prefix.removesuffix(".item"), [0, 0])
+            if field[0] > MAX_KEPT_IMAGE or field[1] >= MAX_OUTPUT_STRINGS:
+                continue
+            value = value[:MAX_KEPT_IMAGE + 1 - field[0]]  # a field cut here is still too long to be kept whole
+            field[0] += len(value)
+            field[1] += 1
+        builder.event(event, value)
+    return builder.value
 
 
 def _repair(raw: dict[str, Any]) -> list[str]:
@@ -82,20 +109,27 @@ def _rebuilt(raw: dict[str, Any]) -> NotebookNode:
     return nb
 
 
-def keep_student_outputs(nb: NotebookNode) -> int:
-    """Move each code cell's outputs into its metadata, trimmed to what a TA reads: text and PNG images.
-    Returns how many bytes were kept."""
+def _joined(value: object) -> object:
+    """A multiline string of a notebook's JSON, which may be a list of lines, as one string."""
+    return "".join(map(str, value)) if isinstance(value, list) else value
+
+
+def keep_student_outputs(cells: list[Any]) -> None:
+    """Move each code cell's outputs (JSON as read, before nbformat builds anything of them) into its metadata,
+    trimmed to what a TA reads: text and PNG images, at most `MAX_KEPT_TOTAL` bytes in all."""
     budget = MAX_KEPT_TOTAL
-    for cell in nb.cells:
-        if cell.cell_type != "code":
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         kept: list[dict[str, str]] = []
-        for output in cell.get("outputs", []):
-            text = output.get("text") if output.get("output_type") == "stream" else \
-                output.get("data", {}).get("text/plain") if "data" in output else None
-            image = output.get("data", {}).get("image/png") if "data" in output else None
-            if isinstance(text, list):
-                text = "".join(text)
+        outputs = cell.get("outputs")
+        for output in outputs if isinstance(outputs, list) else []:
+            if not isinstance(output, dict):
+                continue
+            data = output["data"] if isinstance(output.get("data"), dict) else {}
+            text = _joined(output.get("text")) if output.get("output_type") == "stream" else _joined(
+                data.get("text/plain"))
+            image = _joined(data.get("image/png"))
             if isinstance(image, str) and len(image) <= min(MAX_KEPT_IMAGE, budget):
                 kept.append({"image/png": image})
                 budget -= len(image)
@@ -104,10 +138,9 @@ def keep_student_outputs(nb: NotebookNode) -> int:
                 kept.append({"text/plain": text})
                 budget -= len(text.encode())
         if kept:
-            cell.metadata[SUBMITTED_OUTPUTS] = kept
-        cell.outputs = []
-        cell.execution_count = None
-    return MAX_KEPT_TOTAL - budget
+            cell["metadata"][SUBMITTED_OUTPUTS] = kept
+        cell["outputs"] = []
+        cell["execution_count"] = None
 
 
 def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
@@ -116,16 +149,18 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
     if size > MAX_FILE_BYTES:
         return None, [f"{path.name} 过大（{size >> 20} MB，超过 {MAX_FILE_BYTES >> 20} MB），未读取"]
     try:
-        text, notes = decode(path.read_bytes())
+        data, notes = utf8(path.read_bytes())
     except UnicodeDecodeError:
         return None, [f"{path.name} 不是文本文件（既不是 UTF-8 也不是 GBK 编码）"]
     try:
-        raw = json.loads(text)
-    except ValueError as exc:
-        return None, [f"{path.name} 不是合法的 JSON（第 {getattr(exc, 'lineno', '?')} 行附近）：文件可能被截断或损坏"]
+        raw = _load(data)  # the file is parsed once: nbformat reads it only after its outputs are trimmed
+    except ijson.JSONError:
+        return None, [f"{path.name} 不是合法的 JSON：文件可能被截断或损坏"]
+    del data
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         return None, [f"{path.name} 不是 Jupyter notebook（没有 cells）"]
     notes += _repair(raw)
+    keep_student_outputs(raw["cells"])
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
@@ -137,7 +172,8 @@ def read(path: Path) -> tuple[NotebookNode | None, list[str]]:
             for name in repair_pasted_images(cell):
                 notes.append(f"单元格 #{index} 显示的粘贴图片 {name} 不在文件中（编辑器没有保存它，或不是 PNG/JPEG），"
                              "已换成文字说明")
-    kept = keep_student_outputs(nb)
+    kept = sum(len(json.dumps(cell.metadata.get(SUBMITTED_OUTPUTS, []), ensure_ascii=False).encode())
+               for cell in nb.cells)
     graded = len(json.dumps(nb, ensure_ascii=False).encode()) - kept
     if graded > MAX_NOTEBOOK_BYTES:
         return None, [f"{path.name} 去掉输出后仍有 {graded >> 20} MB，超过 {MAX_NOTEBOOK_BYTES >> 20} MB"]

@@ -189,9 +189,9 @@ def op_seed(seed: int) -> None:
 
 
 def _limit_output(chars: int) -> None:
-    """From now on at most `chars` characters of stdout and of stderr per cell leave the kernel, then one note:
-    a thread that prints forever costs the grader no messages to read (the grader keeps less than this), and
-    the cell little time."""
+    """From now on at most `chars` characters of stdout, of stderr and of displayed data per cell leave the kernel,
+    then one note: a thread that prints forever, or a loop of display() calls, costs the grader no messages to
+    read (the grader keeps less than this), and the cell little time."""
     from ipykernel.iostream import OutStream
     from IPython import get_ipython
     streams = [s for s in (sys.stdout, sys.stderr) if isinstance(s, OutStream)]
@@ -214,7 +214,44 @@ def _limit_output(chars: int) -> None:
 
     for stream in streams:
         stream.write = limited(stream)  # type: ignore[method-assign,assignment]  # this stream only
-    get_ipython().events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
+    shell = get_ipython()
+    publish = shell.display_pub.publish
+    sent[id(publish)] = 0
+
+    def publish_limited(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        before = sent[id(publish)]
+        sent[id(publish)] = before + len(str(data))
+        if before + len(str(data)) <= chars:
+            publish(data, *args, **kwargs)
+        elif before <= chars:
+            print("\n……（显示的内容过多，其余部分未发送）")
+
+    shell.display_pub.publish = publish_limited
+    shell.events.register("pre_run_cell", lambda *_: sent.update(dict.fromkeys(sent, 0)))
+    _limit_errors(shell, chars)
+
+
+def _limit_errors(shell: Any, chars: int) -> None:
+    """A cell's error (its message, and its traceback, which repeats it) leaves the kernel cut to `chars`
+    characters, in the error's output and in the cell's reply: an exception whose message is megabytes long
+    costs the grader no more than other output."""
+    def cut(text: str) -> str:
+        return text if len(text) <= chars else text[:chars] + f"……（其余 {len(text) - chars} 个字符未发送）"
+
+    show = shell._showtraceback
+
+    def show_limited(etype: type, evalue: object, stb: list[str]) -> None:
+        lines = [cut(str(line)) for line in stb[:50]]
+        show(etype, cut(str(evalue)), lines if sum(map(len, lines)) <= chars else [cut("\n".join(lines))])
+
+    def cut_result(result: Any) -> None:
+        for name in ("error_before_exec", "error_in_exec"):
+            error = getattr(result, name)
+            if error is not None and len(str(error)) > chars:
+                setattr(result, name, type(type(error).__name__, (Exception,), {})(cut(str(error))))
+
+    shell._showtraceback = show_limited
+    shell.events.register("post_run_cell", cut_result)
 
 
 def op_start(chars: int, address: str, witness_key: str) -> str:

@@ -35,6 +35,7 @@ TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classe
 SEND_SECONDS = 10  # a request the kernel's connection does not take within this long: the kernel is lost
 DRAIN_SECONDS, DRAIN_MESSAGES = 1.0, 2000  # at most this much of what the kernel published is dropped after `start`
 MAX_RETURNED = 10_000  # tensors a cell's `returned` keeps; a cell that gets more is not diagnosed
+MAX_RETURNED_BYTES = 16 << 20  # bytes of tensors a cell's `returned` keeps; a cell that gets more keeps none
 LOOPBACK = "tcp://127.0.0.1:*"  # where a kernel without a sandbox binds the probe's socket: a free local port
 
 
@@ -152,6 +153,7 @@ class Session:
         # (ref, name) -> the kernel's reply to that getattr, until any other request is sent
         self._reads: dict[tuple[Any, Any], Any] = {}
         self.returned: list[Any] = []  # the tensors and numbers the student's code gave the running cell, in order
+        self.returned_bytes = 0  # their size; over `MAX_RETURNED_BYTES`, `returned` is emptied for the cell
         # id(obj) -> (obj, the kernel's id for its copy): an object of the grader's sent by value is copied into the
         # kernel once per cell; passed again, the kernel's copy is passed, as the student's own code would pass the
         # same object (a module given to every decode step is not unpickled at every step)
@@ -185,8 +187,14 @@ class Session:
         if op == "names":
             return reply["ok"]
         value = wire.decode_from_kernel(reply["ok"], self._proxy)
-        if op in ("call", "getattr") and len(self.returned) < MAX_RETURNED:
-            self.returned += _tensors(value)
+        if op in ("call", "getattr") and len(self.returned) < MAX_RETURNED \
+                and self.returned_bytes <= MAX_RETURNED_BYTES:
+            tensors = _tensors(value)
+            self.returned_bytes += sum(t.nbytes for t in tensors)
+            if self.returned_bytes <= MAX_RETURNED_BYTES:
+                self.returned += tensors
+            else:
+                self.returned = []
         return value
 
     def encode(self, obj: object) -> object:
@@ -319,7 +327,7 @@ class Session:
     def start_cell(self, grade_id: str) -> None:
         """Seed the kernel's random generators from the cell's id, so that the student's modules start from the
         same weights in every run."""
-        self.cell, self.returned = grade_id, []
+        self.cell, self.returned, self.returned_bytes = grade_id, [], 0
         self.request("seed", seed=zlib.crc32(grade_id.encode()))
 
     def end_cell(self) -> None:
@@ -442,9 +450,11 @@ class Channel:
                 raise KernelLost("ignored the interrupt")
             raise KernelTimeout()
         try:
-            return _loads(reply.decode())
+            text = reply.decode()
         except UnicodeDecodeError as exc:
             raise wire.WireError("内核的回复不是合法的 JSON") from exc
+        del reply  # a reply may be tens of MB: its bytes are not kept while its JSON is parsed
+        return _loads(text)
 
     def _reply(self, number: bytes, timeout: float) -> bytes | None:
         """The reply to request `number` (a late reply to an earlier one is dropped), or None after `timeout`."""

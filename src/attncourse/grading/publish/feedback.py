@@ -11,6 +11,7 @@ run of a student's code, which received the grader's reference code, is never sh
 what it checks (its docstring, which the student version shows) and the verdict's own message (no source, no
 traceback). A test's message formats values, never a string the student's code returned (AUTHORING.md).
 """
+import copy
 import html
 import os
 import shutil
@@ -26,7 +27,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.converters import GenerateFeedback
 from nbgrader.preprocessors import GetGrades
-from traitlets import Bool
+from traitlets import Bool, Integer
 from traitlets.config import Config
 
 from .. import safe_html
@@ -37,6 +38,7 @@ from ..model import Outcome
 from ..syntax import docstring
 
 TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
+MAX_PAGE_BYTES = 1 << 20  # a published page; one over it is made again showing less of the notebook's own cells
 TEMPLATES = [str(Path(__file__).resolve().parents[2] / "templates")]  # holds course_feedback/
 MATHJAX = "mathjax-tex-svg.js"  # MathJax 3's single-file build, linked beside each published page
 
@@ -75,11 +77,17 @@ class HideTestSource(Preprocessor):
     for the TA only (the review banner) and every output of the grader's run."""
 
     enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
+    shown_chars = Integer(200_000, help="Characters of the cells other than tests (their source and outputs) a page "
+                                        "shows; the rest is cut with a note.").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         nb.cells = [c for c in nb.cells if TA_ONLY not in c.metadata.get("tags", [])]
         # mypy #16653: untyped_calls_exclude (nbconvert) misses calls through super()
         done: tuple[NotebookNode, dict[str, Any]] = super().preprocess(nb, resources)  # type: ignore[no-untyped-call]
+        left = self.shown_chars
+        for cell in nb.cells:
+            if not is_test_cell(cell):
+                left = _shown(cell, left)
         return done
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
@@ -97,6 +105,39 @@ class HideTestSource(Preprocessor):
                 "text/html": badge + (" " + "<br>".join(map(_message_line, rest.splitlines())) if rest else ""),
                 "text/plain": text})]  # a likely mistake (run/diagnosis.py) is the message's last line
         return cell, resources
+
+
+def _cut(text: str, left: int) -> str:
+    return text if len(text) <= left else text[:max(left, 0)] + f"\n……（其余 {len(text) - max(left, 0)} 个字符未显示）\n"
+
+
+def _shown(cell: NotebookNode, left: int) -> int:
+    """Cut `cell`'s source and outputs to the `left` characters a page still shows, each cut with a note; returns
+    what is left after it."""
+    cell.source = _cut(cell.source, left)
+    left -= len(cell.source)
+    attachments = cell.get("attachments") or {}
+    for name in list(attachments):
+        size = sum(len(v) for v in attachments[name].values())
+        if size > left:
+            del attachments[name]
+        else:
+            left -= size
+    if "attachments" in cell:
+        safe_html.repair_pasted_images(cell, "未显示：本页已显示的内容达到上限")
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            output.text = _cut(output.text, left)
+            left -= len(output.text)
+        for mime, value in list(output.get("data", {}).items()):
+            if not isinstance(value, str):
+                continue
+            if mime.startswith("image/") and len(value) > left:
+                output.data = {"text/plain": f"（图片未显示：本页已显示的内容达到上限，其余 {len(value)} 个字符未显示）"}
+                break
+            output.data[mime] = _cut(value, left)
+            left -= len(output.data[mime])
+    return left
 
 
 class GetGradesAndWaits(GetGrades):  # type: ignore[misc]  # nbgrader has no type information
@@ -147,21 +188,34 @@ def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callabl
         if not o.status.has_score:
             continue
         with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
-            cd = coursedir(cfg, o.assignment, o.student)
-            cd.feedback_directory = scratch
-            converter = GenerateFeedback(coursedir=cd, config=cfg)
-            converter.force = True
+            made = Path(scratch) / o.student / o.assignment
             try:
-                converter.start()
+                _generate(cfg, o, scratch, made)
             except Exception as exc:  # noqa: BLE001 - nbgrader logs the details; the others' feedback goes on
                 o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
                 continue
-            made = Path(scratch) / o.student / o.assignment
             if mathjax:
                 link_or_copy(mathjax, made / MATHJAX)
             replace_dir(made, where.feedback(o.student, o.assignment), scratch)
             published += 1
     return published
+
+
+def _generate(cfg: Config, o: Outcome, scratch: str, made: Path) -> None:
+    """One student's feedback into `scratch`; a page over `MAX_PAGE_BYTES` is made again showing a quarter as much
+    of the cells other than tests, down to none of them."""
+    shown = HideTestSource(config=cfg).shown_chars  # type: ignore[no-untyped-call]  # mypy #16653, as above
+    while True:
+        cfg = copy.deepcopy(cfg)
+        cfg.HideTestSource.shown_chars = shown
+        cd = coursedir(cfg, o.assignment, o.student)
+        cd.feedback_directory = scratch
+        converter = GenerateFeedback(coursedir=cd, config=cfg)
+        converter.force = True
+        converter.start()
+        if shown == 0 or max((p.stat().st_size for p in made.glob("*.html")), default=0) <= MAX_PAGE_BYTES:
+            return
+        shown = shown // 4 if shown >= 4096 else 0
 
 
 def vendor_file(root: str | Path, name: str) -> Path | None:

@@ -27,6 +27,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode, default
 
 from ...kernels import QuietKernel
+from .. import text
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
 from ..isolation.preload import PROBE_ADDRESS, PreloadedProvisioner
 from ..model import SubmissionResult
@@ -81,6 +82,24 @@ class SubmissionFailed(Exception):
 
 def _error(message: str) -> NotebookNode:
     output: NotebookNode = new_output("error", ename="AssertionError", evalue=message, traceback=[message])
+    return output
+
+
+def _bounded_error(content: dict[str, Any], limit: int) -> NotebookNode:
+    """An error output from a kernel's error message or reply, its message and traceback cut to `limit` characters
+    in all (a student's exception may carry megabytes)."""
+    traceback = content.get("traceback")
+    lines = [str(line) for line in traceback] if isinstance(traceback, list) else []
+    kept: list[str] = []
+    left = limit // 2
+    for line in lines:
+        if left <= 0:
+            kept.append(f"……（其余 {len(lines) - len(kept)} 行未显示）")
+            break
+        kept.append(text.cap(line, left))
+        left -= len(line)
+    output: NotebookNode = new_output("error", ename=text.plain(content.get("ename", "Error"), 100),
+                                      evalue=text.cap(content.get("evalue", ""), limit // 2), traceback=kept)
     return output
 
 
@@ -146,6 +165,8 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
                                        "before the submission is failed as hung.").tag(config=True)
     max_output_bytes = Integer(100_000, help="Output a cell may keep, in bytes; the rest is dropped with a "
                                              "note.").tag(config=True)
+    max_notebook_output_bytes = Integer(1_000_000, help="Output the whole notebook may keep, in bytes; the rest is "
+                                                        "dropped with a note.").tag(config=True)
     # An output message over the grader's byte budget is dropped by zmq (remote.BoundedClient), and the cell's
     # end may then not arrive on IOPub: the cell loses that output, the submission goes on.
     raise_on_iopub_timeout = Bool(False, help=Execute.raise_on_iopub_timeout.help).tag(config=True)
@@ -291,10 +312,22 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
 
     def output(self, outs: list[NotebookNode], msg: dict[str, Any], display_id: str | None,
                cell_index: int) -> NotebookNode | None:
-        """Keep at most `max_output_bytes` of a cell's output; a flood ends in one note."""
-        size = len(str(msg.get("content", "")))
+        """Keep at most `max_output_bytes` of a cell's output and `max_notebook_output_bytes` of the notebook's; a
+        flood ends in one note. A cell's first error is always kept, its message and traceback cut to what is left
+        of both (at least 1000 characters)."""
         kept = self._kept_bytes.get(cell_index, 0)
-        if kept + size > self.max_output_bytes:
+        total = sum(self._kept_bytes.values())
+        if msg.get("msg_type") == "error":
+            limit = min(self.max_output_bytes - kept, self.max_notebook_output_bytes - total)
+            if limit < 1000 and any(out.get("output_type") == "error" for out in outs):
+                return None  # the cell's error is there: one raised again and again is dropped
+            limit = max(1000, limit)
+            error = _bounded_error(msg.get("content", {}), limit)
+            self._kept_bytes[cell_index] = kept + len(str(error))
+            outs.append(error)
+            return error
+        size = len(str(msg.get("content", "")))
+        if kept + size > self.max_output_bytes or total + size > self.max_notebook_output_bytes:
             if kept <= self.max_output_bytes:
                 self._kept_bytes[cell_index] = self.max_output_bytes + 1
                 outs.append(new_output("stream", name="stdout", text="\n……（输出过多，其余部分未保存）\n"))
@@ -302,6 +335,14 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         self._kept_bytes[cell_index] = kept + size
         out: NotebookNode | None = super().output(outs, msg, display_id, cell_index)
         return out
+
+    def on_cell_executed(self, **kwargs: Any) -> None:
+        """nbgrader's, which adds the reply's error to the cell when no output has it: cut as `output` cuts."""
+        content = kwargs["execute_reply"]["content"]
+        if content.get("status") == "error":
+            content.update(_bounded_error(content, self.max_output_bytes))
+            content.pop("output_type")
+        super().on_cell_executed(**kwargs)
 
     def handle_comm_msg(self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int) -> None:
         """Widgets are not part of a graded notebook: their messages are dropped."""
