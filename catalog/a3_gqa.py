@@ -456,6 +456,11 @@ VARIANTS = [
      "mistake": "repeat_interleave 没写 dim=0：二维 valid_lens 被展平，只在一维时正确",
      "edits": {"grouped_query_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads)")]},
      "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "gqa_ignores_valid_lens",
+     "mistake": "forward 把 None 而不是 valid_lens 交给注意力：从不掩蔽，valid_lens=None 时全对",
+     "edits": {"grouped_query_attention": [("output = self.attention(queries, keys, values, valid_lens)",
+                                            "output = self.attention(queries, keys, values, None)")]},
+     "caught_by": {"test_gqa_valid_lens"}},
     {"id": "gqa_forgets_W_o",
      "mistake": "忘了输出投影 W_o，直接返回拼接结果",
      "edits": {"grouped_query_attention": [("return self.W_o(transpose_output(output, self.num_heads))",
@@ -877,6 +882,10 @@ MISCONCEPTIONS = {
         "notebooks/02_multihead_attention.ipynb"),
     "gqa_forgets_W_o": _NO_W_O,
     "decode_forgets_W_o": _NO_W_O,
+    "gqa_ignores_valid_lens": ("valid_lens 没有用上：注意力看了全部的键", "症状：valid_lens=None 时全对，传入 valid_lens 后"
+                               "输出与不传时一模一样。试一试：`gqa = GroupedQueryAttention(8, 8, 8, 8, 4, 2, 0.0).eval(); "
+                               "X = torch.randn(2, 3, 8)`，再 `print((gqa(X, X, X, torch.tensor([1, 1])) - gqa(X, X, X, None)).abs().max())`："
+                               "有效长度为 1 时每个查询只该看第一个词元，两个输出应该不同，差是多少？", "因果自注意力：整段一次算完"),
     "pool_first_head": ("转换时每组只保留了第一个头", "症状：g = num_heads 时全对，其余情况下组里只有一个头的投影留了下来。"
                         "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
                         "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
@@ -890,7 +899,8 @@ FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_k
          "bytes_no_batch": "* batch_size", "cache_returns_new_only": "return self.keys",
          "decode_caches_repeated": "repeat_kv(keys", "pool_strided": "相邻", "static_whole_buffer": "[:, :",
          "repeat_token_dim": "dim=0", "bytes_no_factor_2": "2 *", "bytes_no_layers": "* num_layers",
-         "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
+         "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(",
+         "gqa_ignores_valid_lens": "values, valid_lens)", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
 
 
 def _pooling_twin(reduce):
@@ -1059,6 +1069,12 @@ TWINS = {
                                                                     body=_INTERLEAVED).replace(
         "return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))",
         "out = self.attention(q, k, v, valid_lens)\n        return out.reshape(-1, h, *out.shape[1:]).transpose(1, 2).flatten(2)")},
+    "gqa_ignores_valid_lens": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="MyAttention(dropout, num_hiddens // num_heads)", body=_INTERLEAVED).replace('''
+        if valid_lens is not None:
+            lens = valid_lens.reshape(valid_lens.shape[0], -1)
+            pad = torch.arange(keys.shape[1], device=keys.device) >= lens.unsqueeze(-1)
+            scores = scores.masked_fill(pad, torch.finfo(scores.dtype).min)''', "")},
     "decode_forgets_W_o": {"decode_step": '''def decode_step(gqa, x, cache):
     h, g = gqa.num_heads, gqa.num_kv_heads
     q = transpose_qkv(gqa.W_q(x), h)

@@ -436,6 +436,11 @@ VARIANTS = [
          ("valid_lens = torch.repeat_interleave(valid_lens, repeats=h, dim=0)",
           "valid_lens = valid_lens.repeat(h) if valid_lens.dim() == 1 else valid_lens.repeat(h, 1)")]},
      "caught_by": {"test_mla_valid_lens"}},
+    {"id": "mla_forgets_W_o",
+     "mistake": "忘了输出投影 W_o，直接返回拼接的各头输出（num_heads*d_h = num_hiddens，形状看不出来）",
+     "edits": {"multi_head_latent_attention": [("return self.W_o(transpose_output(output, h))",
+                                                "return transpose_output(output, h)")]},
+     "caught_by": _MLA_VALUES},
     {"id": "own_attention_correct",
      "mistake": "（不是错误）自己写缩放点积注意力而不用 d2l.DotProductAttention：应得满分",
      "edits": _own(),
@@ -479,6 +484,11 @@ VARIANTS = [
      "mistake": "照第 3 讲的解码一步不加掩码：一次放入多个词元时，前面的词元看到了后面的",
      "edits": {"mla_decode_step": [("output = mla.attention(queries, keys, values, valid_lens)",
                                     "output = mla.attention(queries, keys, values, None)")]},
+     "caught_by": {"test_mla_decode"}},
+    {"id": "decode_forgets_W_o",
+     "mistake": "mla_decode_step 忘了输出投影 W_o",
+     "edits": {"mla_decode_step": [("    return mla.W_o(transpose_output(output, h))",
+                                    "    return transpose_output(output, h)")]},
      "caught_by": {"test_mla_decode"}},
     {"id": "decode_caches_up_projected",
      "mistake": "把上投影之后的键和值也存进缓存（Hugging Face 参考实现的做法），缓存又和多头注意力一样大",
@@ -583,7 +593,14 @@ _ABSORB, _LOW_RANK = "权重吸收：在潜空间里做注意力", "不带 RoPE 
 _NO_SCALE = ("转换时没有补偿 MLA 多出来的旋转维度 d_h^R", "症状：转换结果的注意力比原模块更平，输出对不上。试一试："
              "对同一个输入分别打印原模块和转换结果第 0 个头的注意力权重（attention.attention_weights[0]），"
              "再比较两者打分时各除以了多少。", _DECOUPLED)
+_NO_W_O = "各头的输出拼接后没有经过 W_o"
+_W_O_SYMPTOM = ("症状：输出的形状对（num_heads·d_h 正好等于 num_hiddens），数值却与参考的全都不同，而且与 W_o 的参数无关。"
+                "试一试：`mla = MultiHeadLatentAttention(16, 4, 6, 2, 0.0).eval(); X = torch.randn(1, 3, 16); y = {call}`，"
+                "再 `mla.W_o.weight.data *= 2; print({call} / y)`：输出应该全是 2，你的是多少？")
 MISCONCEPTIONS = {
+    "mla_forgets_W_o": (_NO_W_O, _W_O_SYMPTOM.format(call="mla(X, None)"), "`MultiHeadLatentAttention`：前向计算"),
+    "decode_forgets_W_o": (_NO_W_O, _W_O_SYMPTOM.format(call="mla_decode_step(mla, X, LatentCache())"),
+                           "`mla_decode_step`"),
     "rope_interleaved": ("RoPE 用了交错配对，而题目规定前后两半配对", "症状：d = 2 时结果正确，d ≥ 4 时就不对。试一试："
                          "对 d = 4 的单位向量 (1, 0, 0, 0) 在位置 1 做旋转，看第 0 维是和第 1 维还是第 2 维一起转。", _PAIRING),
     "rope_freq_without_2": ("RoPE 的频率漏了指数里的 2", "症状：第 0 对正确，后面各对转得太快。试一试：d = 4、base = 100 时，"
@@ -638,7 +655,8 @@ FIXES = {"rope_interleaved": "X[..., d // 2:]", "rope_freq_without_2": "torch.ar
          "decode_top_left_causal": "torch.arange(start + 1", "decode_caches_up_projected": "cache.append(mla.W_dkv(x)",
          "absorbed_scale_latent": "math.sqrt(d_h + q_r.shape[-1])", "absorbed_reshape_order": "reshape(h, -1, d_c)",
          "gqa_to_mla_tiled": "repeat_interleave", "gqa_to_mla_no_scale": _SCALE, "svd_no_scale": _SCALE,
-         "svd_separate": "torch.cat([mha.W_k.weight, mha.W_v.weight]", "svd_eigh_ascending": "torch.linalg.svd"}
+         "svd_separate": "torch.cat([mha.W_k.weight, mha.W_v.weight]", "svd_eigh_ascending": "torch.linalg.svd",
+         "mla_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "mla.W_o("}
 
 
 def _rope_twin(body):
@@ -759,6 +777,13 @@ TWINS = {
         positions="torch.arange(q_len, device=x.device)", keep=_RIGHT_KEEP)},
     "decode_top_left_causal": {"mla_decode_step": _HF_DECODE_TWIN.format(
         positions=_RIGHT_POSITIONS, keep="torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril()")},
+    "mla_forgets_W_o": {"multi_head_latent_attention": _MLA_TWIN.format(body='''\
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, 0)''').replace(
+        "return self.W_o(transpose_output(out, h))", "return out.unflatten(0, (-1, h)).transpose(1, 2).flatten(2)")},
+    "decode_forgets_W_o": {"mla_decode_step": _HF_DECODE_TWIN.format(positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP).replace(
+        "return mla.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))",
+        "return attn_output.transpose(1, 2).reshape(bsz, q_len, -1)")},
     "decode_caches_up_projected": {"mla_decode_step": _HF_DECODE_TWIN.format(
         positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP).replace(
         "    query_states = torch.cat(", "    cache.kv = (k_nope, value_states)  # 省得下一步再上投影\n    query_states = torch.cat(")},
