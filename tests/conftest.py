@@ -42,7 +42,33 @@ def _missing(marker):
     return ""
 
 
+# Groups of tests that run in one pytest-xdist worker, longest first (the minutes in CI's `--durations` log), so
+# that the two workers end together. A file is one group: its module fixtures are built once. A unit's catalog is
+# graded once per group, and the decks are executed once for the three files that read them.
+LONGEST_FIRST = ("test_hostile.py", "catalog-a3_gqa", "catalog-a4_rope_mla", "test_honest_class.py",
+                 "test_pipeline.py", "test_cluster.py", "catalog-a1_scoring", "test_semester.py", "test_postgres.py",
+                 "catalog-a2_multihead", "decks", "test_ta_screens.py", "test_student_screens.py", "test_witness.py")
+DECK_FILES = ("test_notebooks.py", "test_slide_fit.py", "test_slides.py")
+
+
+def _group(item) -> str:
+    name = item.path.name
+    if name in DECK_FILES:
+        return "decks"
+    unit = getattr(item, "callspec", None) and item.callspec.params.get("unit")
+    return f"catalog-{unit}" if name == "test_catalog.py" and unit else name
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core, at most 4 (each worker's grading starts kernels of its own)."""
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: the rest keep their order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
     reasons = {}
     for item in items:
         for marker in ("needs_root", "needs_browser"):
