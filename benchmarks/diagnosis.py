@@ -4,7 +4,8 @@
 
 For every misconception of a catalog (`MISCONCEPTIONS`), its twin (`TWINS`: the same mistake written another way)
 runs through every test cell as the grader runs it (run/diagnosis.py, in this process, no kernel), and each
-failed test's diagnosis is counted as right (the twin's misconception), wrong (another one) or none. Then each
+failed test's diagnosis is counted as right (the twin's misconception), wrong (another one) or none. It also
+prints how many of the catalog's mistakes (variants that lose points) are misconceptions, named when met. Then each
 misconception in turn is taken out of the set the grader matches against and its twin is graded again: any
 diagnosis shown then is wrong, and that rate is printed too. Prints one row per assignment.
 
@@ -58,7 +59,9 @@ def measure(root, assignment):
         failed_without += len(found)
     unit.misconceptions = names
     shown = right + wrong
-    return {"misconceptions": len(names), "failed tests": right + wrong + none,
+    mistakes = [v["id"] for v in catalog.VARIANTS if v["caught_by"]]
+    return {"misconceptions": len(names), "catalogued mistakes with a name": f"{len(set(mistakes) & set(names))}/{len(mistakes)}",
+            "failed tests": right + wrong + none,
             "right": right, "wrong": wrong, "none": none,
             "shown and right": f"{right / shown:.0%}" if shown else "—",
             "mistakes named": f"{mistakes_named / len(names):.0%}",

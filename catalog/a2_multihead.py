@@ -444,6 +444,7 @@ VARIANTS = [
 DECK = "notebooks/02_multihead_attention.ipynb"
 _TRANSPOSES, _ARCHITECTURE = "`transpose_qkv` 与 `transpose_output`", "结构图"
 _TORCH_MHA, _HEAD_MASKING = "对照一：`torch.nn.MultiheadAttention`", "哪个头更重要？逐个掩蔽"
+_PARAMS = "参数量真的与 $h$ 无关吗？数一数"
 MISCONCEPTIONS = {
     "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "症状：只有一个头或只有一个位置时全对。试一试："
                                "`X = torch.arange(8.).reshape(1, 2, 4)`（2 个位置、2 个头、每头 2 维），再 "
@@ -474,6 +475,13 @@ MISCONCEPTIONS = {
     "gpt2_order_kqv": ("c_attn 的三段顺序弄错了", "症状：形状都对，输出却与 GPT-2 不一致，三个投影互相换了位置。试一试："
                        "`print(nn.MultiheadAttention(4, 2).in_proj_weight.shape)`：它与 GPT-2 的 c_attn 一样把三个投影拼在"
                        "一起，对照讲义的那一页，三段依次是哪三个？", _TORCH_MHA),
+    "W_k_built_with_query_size": ("键的投影 W_k 按查询的维度构造", "症状：自注意力（键与查询一样宽）时全对；键与查询宽度"
+                                  "不同时，投影键就报形状错误，参数个数也不对。试一试：`m = MultiHeadAttention(6, 16, 10, 16, 4, 0.0)`"
+                                  "（键 6 维、查询 16 维），再 `print(m.W_k.weight.shape)`：nn.Linear 的权重形状是（输出维度, "
+                                  "输入维度），W_k 的输入是哪个张量的最后一维？", _PARAMS),
+    "bias_always_on": ("全连接层总带偏置，不随 bias 参数", "症状：bias=True 时参数个数对，默认的 bias=False 时多出 "
+                       "4 × num_hiddens 个。试一试：`print([n for n, _ in MultiHeadAttention(4, 4, 4, 4, 2, 0.0)"
+                       ".named_parameters()])`：默认不加偏置，列表里应有几项？", _PARAMS),
     "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
                      "都不对了。", _ARCHITECTURE),
 }
@@ -483,7 +491,8 @@ FIXES = {"qkv_reshape_no_permute": "permute", "output_reshape_no_permute": "perm
          "valid_lens_repeat": "repeat_interleave", "forget_W_o": "self.W_o(", "output_heads_outermost": "样本在外",
          "scale_by_num_hiddens": "/ num_heads", "dropout_ignores_eval": "training=self.training",
          "hc_heads_interleaved": "连续", "gpt2_no_transpose": ".T", "gpt2_order_kqv": "第一段属于查询",
-         "swap_W_k_W_v": "W_v(values)"}
+         "swap_W_k_W_v": "W_v(values)", "W_k_built_with_query_size": "Linear(key_size",
+         "bias_always_on": "bias=bias"}
 
 _MHA_INIT = '''class MultiHeadAttention(nn.Module):
     def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
@@ -559,6 +568,19 @@ TWINS = {
         if valid_lens is not None:
             valid_lens = valid_lens.repeat_interleave(h, dim=0)
         return transpose_output(self.attention(q, k, v, valid_lens), h)'''},
+    "W_k_built_with_query_size": {"multihead_attention": _MHA_INIT.replace(
+        """        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+""", """        self.W_q, self.W_k = (nn.Linear(query_size, num_hiddens, bias=bias) for _ in range(2))
+""") + _OWN_FORWARD},
+    "bias_always_on": {"multihead_attention": _MHA_INIT.replace(
+        """        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+""", """        for name, size in (("W_q", query_size), ("W_k", key_size), ("W_v", value_size), ("W_o", num_hiddens)):
+            setattr(self, name, nn.Linear(size, num_hiddens))
+""") + _OWN_FORWARD},
     "swap_W_k_W_v": {"multihead_attention": _MHA_INIT + '''        q = transpose_qkv(self.W_q(queries), h)
         k = transpose_qkv(self.W_v(keys), h)
         v = transpose_qkv(self.W_k(values), h)

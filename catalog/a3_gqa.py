@@ -827,6 +827,10 @@ _SCALE_HINT = ("症状：形状都对，只有数值不对，注意力权重比�
 _NO_W_O = ("各头的输出拼接后没有经过 W_o", "症状：输出的形状对，数值却与参考的全都不同，而且与 W_o 的参数无关。试一试：把模块的 "
            "`W_o.weight` 改成 `2 * torch.eye(num_hiddens)` 再算一次：输出应该变成两倍，你的变了吗？",
            "结构图", "notebooks/02_multihead_attention.ipynb")
+_GQA_CLASS, _GQA_PARAMS = "`GroupedQueryAttention` 类", "参数量：$(2 + 2g/h)\\,d^2$"
+_BIAS = ("全连接层的偏置没有随 bias 参数设置", "症状：形状和输出都对，只有参数个数差了几个偏置向量。试一试："
+         "`print([n for n, _ in GroupedQueryAttention(8, 8, 8, 16, 4, 2, 0.0).named_parameters()])`，再加上 bias=True "
+         "打印一次：默认不加偏置，加了时四个全连接层都有，两次各应有几项？", _GQA_PARAMS)
 MISCONCEPTIONS = {
     "repeat_tiled": _TILED,
     "gqa_tiles_kv": _TILED,
@@ -886,6 +890,12 @@ MISCONCEPTIONS = {
                                "输出与不传时一模一样。试一试：`gqa = GroupedQueryAttention(8, 8, 8, 8, 4, 2, 0.0).eval(); "
                                "X = torch.randn(2, 3, 8)`，再 `print((gqa(X, X, X, torch.tensor([1, 1])) - gqa(X, X, X, None)).abs().max())`："
                                "有效长度为 1 时每个查询只该看第一个词元，两个输出应该不同，差是多少？", "因果自注意力：整段一次算完"),
+    "seed001_kv_width": ("键值投影与查询投影一样宽（每个键值头比查询头宽）", "症状：num_kv_heads = num_heads 时全对；键值头较少时"
+                         "W_k、W_v 的形状不对，打分的矩阵乘法报错。试一试：`m = GroupedQueryAttention(8, 8, 8, 64, 8, 2, 0.0)`，"
+                         "再 `print(m.W_q.weight.shape, m.W_k.weight.shape)`：一个查询头有几维？键头要与它做点积，"
+                         "两个键值头合起来该有几维？", _GQA_CLASS),
+    "gqa_bias_always_on": _BIAS,
+    "gqa_wo_no_bias": _BIAS,
     "pool_first_head": ("转换时每组只保留了第一个头", "症状：g = num_heads 时全对，其余情况下组里只有一个头的投影留了下来。"
                         "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
                         "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
@@ -900,7 +910,8 @@ FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_k
          "decode_caches_repeated": "repeat_kv(keys", "pool_strided": "相邻", "static_whole_buffer": "[:, :",
          "repeat_token_dim": "dim=0", "bytes_no_factor_2": "2 *", "bytes_no_layers": "* num_layers",
          "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(",
-         "gqa_ignores_valid_lens": "values, valid_lens)", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose"}
+         "gqa_ignores_valid_lens": "values, valid_lens)", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose",
+         "seed001_kv_width": "// num_heads", "gqa_bias_always_on": "bias=bias", "gqa_wo_no_bias": "bias=bias"}
 
 
 def _pooling_twin(reduce):
@@ -1065,6 +1076,22 @@ TWINS = {
         rows, d = keys.size(0), keys.size(2)
         self.keys = torch.cat([self.pool.k[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]
         self.values = torch.cat([self.pool.v[b] for b in self.block_table]).view(rows, -1, d)[:, :self.length]''')},
+    "seed001_kv_width": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="d2l.DotProductAttention(dropout)", body=_INTERLEAVED).replace(
+        "width = num_hiddens // num_heads * num_kv_heads", "width = num_hiddens  # 键值投影与查询投影一样宽")},
+    "gqa_bias_always_on": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="d2l.DotProductAttention(dropout)", body=_INTERLEAVED).replace(
+        """        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, width, bias=bias)
+        self.W_v = nn.Linear(value_size, width, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)""",
+        """        for name, size, out in (("W_q", query_size, num_hiddens), ("W_k", key_size, width),
+                                ("W_v", value_size, width), ("W_o", num_hiddens, num_hiddens)):
+            setattr(self, name, nn.Linear(size, out))""")},
+    "gqa_wo_no_bias": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="d2l.DotProductAttention(dropout)", body=_INTERLEAVED).replace(
+        "self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)",
+        "self.W_o = nn.Linear(num_hiddens, num_hiddens, False)  # 输出投影不加偏置")},
     "gqa_forgets_W_o": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
                                                                     body=_INTERLEAVED).replace(
         "return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))",
