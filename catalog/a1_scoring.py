@@ -391,6 +391,9 @@ _STORED_HINT = ("self.attention_weights 是给人看的（热图）与检查用�
 _DROPOUT_IN_EVAL = "暂退法在 eval() 模式下仍在起作用"
 _DROPOUT_IN_EVAL_HINT = ("症状：调用 eval() 之后，同样的输入两次调用得到不同的结果。试一试：`x = torch.ones(6)`，再 "
                          "`print(F.dropout(x, 0.5), nn.Dropout(0.5).eval()(x))`：两种写法里，哪一种随 eval() 关掉了？")
+_OVERFLOW = ("手写的 softmax 在分数很大时上溢", "症状：分数不大时全对，分数上百时权重里出现 NaN（非数）：exp 上溢（overflow）了。"
+             "试一试：`x = torch.tensor([100.0, 101.0])`，再 `print(x.exp(), x.exp() / x.exp().sum())`：float32 "
+             "能表示的最大数约是 3.4e38，e¹⁰⁰ 放得下吗？数学上每个权重都在 0 和 1 之间，算出来的是什么？", _MASKING)
 MISCONCEPTIONS = {
     "ms_fill_zero": ("被掩蔽的位置填了 0", "症状：被掩蔽的键的权重不是 0，而是和分数为 0 的键一样大。试一试："
                      "`print(F.softmax(torch.tensor([2.0, 0.0, 0.0]), dim=-1))`：若后两个位置是被“填 0”掩蔽的键，"
@@ -450,6 +453,28 @@ MISCONCEPTIONS = {
     "bil_scaled": ("双线性评分多了一个缩放", "症状：分数都比参考的小同一个倍数，权重更平。试一试：把你的模块的 W 设成单位矩阵，"
                    "用 `q = k = torch.ones(1, 1, 4)` 算出 attention_weights 之前的分数，再与 `q @ k.transpose(1, 2)`（= 4）比较："
                    "题目的评分函数 qᵀWk 里有除法吗？", "两种评分函数对比"),
+    "bil_w_transposed": ("双线性注意力的 W 形状写反了", "症状：self.W 的形状是 (key_size, query_size)，"
+                         "与 qᵀWk 对不上。试一试：`print(BilinearAttention(query_size=3, key_size=2, dropout=0.0).W.shape)`："
+                         "qᵀWk 里 qᵀ 是 1×3、k 是 2×1，夹在中间的 W 应有几行几列？", "练习"),
+    "bil_plain_tensor": ("W 没有成为模块的参数", "症状：W 不在模块的参数（parameter）里，优化器（optimizer）拿不到它，训练时它不会更新"
+                         "（设了 requires_grad 也一样）。试一试：`a = BilinearAttention(3, 2, 0.0)`，再 "
+                         "`print([name for name, _ in a.named_parameters()])`：列表里有 W 吗？",
+                         "参数量：$h(q + k) + h$"),
+    "add_bias": ("加性注意力的 W_q、W_k 带了偏置（bias）", "症状：注意力权重与按公式 w_vᵀ tanh(W_q q + W_k k) 算出的不同，"
+                 "激活函数与掩蔽却没有错。试一试：`a = AdditiveAttention(2, 20, 8, 0.0)`，再 "
+                 "`print(sum(p.numel() for p in a.parameters()), 8 * (20 + 2) + 8)`：参数个数与公式对得上吗？"
+                 "用 `print([n for n, _ in a.named_parameters()])` 看多出来的是什么。", "参数量：$h(q + k) + h$"),
+    "add_relu_and_bias": ("加性注意力用了 ReLU，W_q、W_k 还带了偏置", "症状：注意力权重与按公式算出的不同，原因有两处。"
+                          "试一试：`a = AdditiveAttention(2, 20, 8, 0.0)`，再 "
+                          "`print([n for n, _ in a.named_parameters()])`：公式里只有 W_q、W_k、w_v 三个矩阵，"
+                          "多出来的是什么？再 `print(torch.relu(torch.tensor([-2.0, 0.5])))`：负的特征去哪了？"
+                          "对照讲义的评分函数，看它用的是哪一个激活函数。", "加性注意力（additive attention）"),
+    "dot_no_default_valid_lens": ("forward 不传 valid_lens 就出错", "症状：传了 valid_lens 时全对，只传查询、键、值时"
+                                  "调用就报错。试一试：`a, q = DotProductAttention(0.0), torch.randn(1, 2, 4)`，再 "
+                                  "`a(q, q, q)`：报的是什么错？题目要求不掩蔽时可以不传 valid_lens，"
+                                  "讲义的 forward 是怎样让它可以省略的？", "`DotProductAttention`"),
+    "ms_manual_softmax_overflow": _OVERFLOW,
+    "causal_manual_softmax_overflow": _OVERFLOW,
 }
 # the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
 FIXES = {"ms_fill_zero": "-inf", "ms_wrong_dim": "dim=-1", "ms_off_by_one": "<", "ms_2d_first_column": "逐行构造",
@@ -460,7 +485,9 @@ FIXES = {"ms_fill_zero": "-inf", "ms_wrong_dim": "dim=-1", "ms_off_by_one": "<",
          "add_dropout_ignores_eval": "training=self.training", "dot_dropout_ignores_eval": "training=self.training",
          "dot_no_dropout": "self.dropout(", "causal_sees_future": "≤", "causal_strict": "≤",
          "causal_aligned_to_start": "右下", "causal_ignores_valid_lens": "两种掩码都要用上", "causal_union": "且",
-         "bil_scaled": "不缩放"}
+         "bil_scaled": "不缩放", "bil_w_transposed": "(query_size, key_size)", "bil_plain_tensor": "nn.Parameter",
+         "add_bias": "bias=False", "add_relu_and_bias": "bias=False", "dot_no_default_valid_lens": "valid_lens=None",
+         "ms_manual_softmax_overflow": "F.softmax", "causal_manual_softmax_overflow": "F.softmax"}
 
 _DOT_INIT = '''class DotProductAttention(nn.Module):
     def __init__(self, dropout, **kwargs):
@@ -475,6 +502,16 @@ _ADD_INIT = '''class AdditiveAttention(nn.Module):
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+'''
+_ADD_DEFAULT_BIAS = '''class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens)
+        self.W_q = nn.Linear(query_size, num_hiddens)
+        self.w_v = nn.Linear(num_hiddens, 1)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, queries, keys, values, valid_lens):
@@ -585,4 +622,56 @@ TWINS = {
         scores = torch.einsum("bqi,ij,bkj->bqk", queries, self.W, keys) / keys.shape[-1] ** 0.5
         self.attention_weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(self.attention_weights), values)'''},
+    # W as a map from keys to the query space: keys @ W, then a dot product with the queries
+    "bil_w_transposed": {"bilinear_attention": '''class BilinearAttention(nn.Module):
+    def __init__(self, query_size, key_size, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W = nn.Parameter(0.1 * torch.randn(key_size, query_size))  # 把键映射到查询的空间
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        projected = keys @ self.W  # (批量大小, 键值对数, query_size)
+        scores = torch.bmm(queries, projected.transpose(1, 2))
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "bil_plain_tensor": {"bilinear_attention": '''class BilinearAttention(nn.Module):
+    def __init__(self, query_size, key_size, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W = (0.1 * torch.randn(query_size, key_size)).requires_grad_()  # 要求梯度，以为这样就能训练
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.einsum("bqi,ij,bkj->bqk", queries, self.W, keys)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)'''},
+    # every layer left with PyTorch's default bias (w_v's shifts every score alike, which softmax ignores)
+    "add_bias": {"additive_attention": _ADD_DEFAULT_BIAS + '''        q = self.W_q(queries)[:, :, None, :]
+        k = self.W_k(keys)[:, None, :, :]
+        self.attention_weights = masked_softmax(self.w_v(torch.tanh(q + k))[..., 0], valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "add_relu_and_bias": {"additive_attention": _ADD_DEFAULT_BIAS + '''        hidden = F.relu(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        self.attention_weights = masked_softmax(self.w_v(hidden).squeeze(3), valid_lens)
+        return torch.matmul(self.dropout(self.attention_weights), values)'''},
+    "dot_no_default_valid_lens": {"dot_product_attention": '''class DotProductAttention(nn.Module):
+    def __init__(self, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        scores = torch.einsum("bqd,bkd->bqk", queries, keys) / math.sqrt(keys.shape[-1])
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
+    "ms_manual_softmax_overflow": {"masked_softmax": '''def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return F.softmax(X, dim=-1)
+    lens = valid_lens.unsqueeze(-1) if valid_lens.dim() == 2 else valid_lens.view(-1, 1, 1)
+    mask = (torch.arange(X.size(-1), device=X.device) < lens).to(X.dtype)
+    weights = X.exp() * mask  # 被掩蔽的位置乘 0
+    return weights / weights.sum(-1, keepdim=True)'''},
+    "causal_manual_softmax_overflow": {"causal_masked_softmax": _CAUSAL_DEF + '''    keep = torch.ones(q, k, dtype=torch.bool, device=X.device).tril(k - q)
+    if valid_lens is not None:
+        lens = valid_lens if valid_lens.dim() == 2 else valid_lens.unsqueeze(1).expand(-1, q)
+        keep = keep & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
+    num = torch.exp(X) * keep.to(X.dtype)
+    return num / num.sum(dim=-1, keepdim=True)'''},
 }
