@@ -444,7 +444,9 @@ VARIANTS = [
 DECK = "notebooks/02_multihead_attention.ipynb"
 _TRANSPOSES, _ARCHITECTURE = "`transpose_qkv` 与 `transpose_output`", "结构图"
 _TORCH_MHA, _HEAD_MASKING = "对照一：`torch.nn.MultiheadAttention`", "哪个头更重要？逐个掩蔽"
-_PARAMS = "参数量真的与 $h$ 无关吗？数一数"
+_PARAMS, _DIMS = "参数量真的与 $h$ 无关吗？数一数", "维度怎么选：$p_q=p_k=p_v=p_o/h$"
+_HEADS_WEIGHTS, _LENS = "四个头的注意力权重", "`valid_lens` 要按什么顺序复制？"
+_HEADS_OUTER = "以为头在批量维的外层"  # one misconception, in transpose_output and in per_head_weights
 MISCONCEPTIONS = {
     "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "症状：只有一个头或只有一个位置时全对。试一试："
                                "`X = torch.arange(8.).reshape(1, 2, 4)`（2 个位置、2 个头、每头 2 维），再 "
@@ -454,15 +456,15 @@ MISCONCEPTIONS = {
                                   "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES),
     "valid_lens_repeat": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "症状：批量为 1、或各样本的有效长度相同时全对。"
                           "试一试：`lens = torch.tensor([2, 5])`，再 `print(lens.repeat(4))`：transpose_qkv 之后前 4 行是"
-                          "样本 0 的 4 个头，它们都应该用 2，拿到的是什么？", "`valid_lens` 要按什么顺序复制？"),
+                          "样本 0 的 4 个头，它们都应该用 2，拿到的是什么？", _LENS),
     "forget_W_o": ("各头的输出拼接后没有经过 W_o", "多头注意力的输出是 W_o 作用在各头输出的拼接上：W_o 把各头的结果混合"
                    "起来，少了它输出就只是各头结果的并排。", _ARCHITECTURE),
-    "output_heads_outermost": ("合并各头时，把头当成了批量维的外层", "症状：批量为 1 时全对，批量大于 1 时样本之间串了结果。"
+    "output_heads_outermost": (_HEADS_OUTER, "症状：合并各头时，批量为 1 时全对，批量大于 1 时样本之间串了结果。"
                                "试一试：`X = torch.arange(16.).reshape(2, 2, 4)`（批量 2），再 "
                                "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES),
     "scale_by_num_hiddens": ("缩放因子用了 num_hiddens，而不是每个头的维度", "症状：形状都对，只有数值不对，注意力权重比参考的"
                              "更平（分数除以了太大的数）。试一试：在 forward 里加一行 `print(queries.shape, keys.shape)`，"
-                             "看一个头的查询和键有多长，再与你的缩放因子里的那个维度比一比。", "维度怎么选：$p_q=p_k=p_v=p_o/h$"),
+                             "看一个头的查询和键有多长，再与你的缩放因子里的那个维度比一比。", _DIMS),
     "dropout_ignores_eval": ("暂退法在 eval() 模式下仍在起作用", "症状：调用 eval() 之后，同样的输入两次调用得到不同的结果。"
                              "试一试：`x = torch.ones(6)`，再 `print(F.dropout(x, 0.5), nn.Dropout(0.5).eval()(x))`："
                              "两种写法里，哪一种随 eval() 关掉了？", "试运行"),
@@ -482,6 +484,53 @@ MISCONCEPTIONS = {
     "bias_always_on": ("全连接层总带偏置，不随 bias 参数", "症状：bias=True 时参数个数对，默认的 bias=False 时多出 "
                        "4 × num_hiddens 个。试一试：`print([n for n, _ in MultiHeadAttention(4, 4, 4, 4, 2, 0.0)"
                        ".named_parameters()])`：默认不加偏置，列表里应有几项？", _PARAMS),
+    "W_o_back_to_query_size": ("以为输出要回到查询的维度", "症状：query_size 等于 num_hiddens 时全对；不等时输出的"
+                               "最后一维是 query_size，W_o 的形状也不对。试一试：`m = MultiHeadAttention(3, 5, 2, 4, 2, 0.0)`"
+                               "（查询 5 维、num_hiddens 为 4），再 `print(m.W_o)`：按讲义的公式，W_o 作用在什么上，"
+                               "输出应是几维？", _DIMS),
+    "valid_lens_2d_flattened": ("复制二维 valid_lens 时把它展平成了一维", "症状：一维 valid_lens 全对，二维 valid_lens（每个"
+                                "查询各有一个有效长度）时报错或结果不对。试一试：`lens = torch.tensor([[1, 5], [2, 4]])`，再 "
+                                "`print(torch.repeat_interleave(lens, repeats=3).shape)`：复制之后它应是 "
+                                "(batch_size*num_heads, 查询数) = (6, 2)，你得到的形状是什么？", _LENS),
+    "per_head_batch_major": (_HEADS_OUTER, "症状：逐头读出权重时，只有一个样本时全对，样本多于一个时各样本的头串了。试一试："
+                             "`w = torch.arange(4.).reshape(4, 1, 1)`（2 个样本、2 个头），再 `print(per_head_weights("
+                             "SimpleNamespace(num_heads=2, attention=SimpleNamespace(attention_weights=w))).flatten())`："
+                             "第 b*num_heads+i 个切片属于第 b 个样本的第 i 个头，所以应依次是 0, 1, 2, 3，你的是什么？",
+                             _HEADS_WEIGHTS),
+    "hc_no_transpose": ("把 W_o 那一段列直接右乘，没弄清 nn.Linear 的权重怎样存放", "症状：只在 W_o 的输出维度等于每个头的维度时"
+                        "不报错，数值却不对。试一试：`print(nn.Linear(4, 2).weight.shape)`：nn.Linear 的权重是"
+                        "（输出维度, 输入维度），它算的是 x Wᵀ。对照题目的小例子，头 0 的贡献 (5, 2) 是怎样由 W_o 的"
+                        "前两列和 (1, 2) 算出来的？", _HEAD_MASKING),
+    "hc_bias_in_each_head": ("每个头的贡献都带上了 W_o 的偏置", "症状：W_o 不带偏置时全对；带偏置时，各头贡献之和与 W_o(X) 对不上。"
+                             "试一试：`W, X = nn.Linear(4, 2), torch.randn(1, 1, 4)`，再 "
+                             "`print(head_contributions(W, X, 2).sum(1) - W(X), W.bias)`：W_o(X) 里偏置只加了一次，"
+                             "各头之和里加了几次？", _HEAD_MASKING),
+    "hc_heads_last": ("返回的张量里，头的维度放在了查询之后", "症状：数值都对，形状却是 (batch_size, 查询数, num_heads, 输出维度)。"
+                      "试一试：`print(head_contributions(nn.Linear(6, 5), torch.randn(2, 4, 6), 3).shape)`：[b, i] "
+                      "应是第 b 个样本第 i 个头的贡献（每个查询一行），与讲义里逐头的注意力权重（样本, 头, 查询, 键）"
+                      "的排列对照，你的第 1 维是什么？", _HEADS_WEIGHTS),
+    "gpt2_c_proj_not_transposed": ("以为 c_proj 的权重是方阵，就不用换存放方式", "症状：test_load_gpt2_params 通过（W_q、W_k、"
+                                   "W_v 都对），载入后的输出却与 GPT-2 不一致。试一试：`W, x = torch.randn(3, 3), torch.randn(3)`，"
+                                   "再 `print(x @ W, F.linear(x, W))`：同一个方阵，Conv1D 算的 x W 与 nn.Linear 算的 x Wᵀ "
+                                   "相等吗？", _TORCH_MHA),
+    "gpt2_layer_zero": ("没有按参数 layer 选出那一层的参数", "症状：载入第 0 层时全对，载入其他层时得到的仍是第 0 层的参数。"
+                        "试一试：`g = torch.Generator(); sd = {**_gpt2_layer(4, 0, g), **_gpt2_layer(4, 1, g)}`"
+                        "（`_gpt2_layer`、`GPT2Holder` 在可见测试里），再 `m = load_gpt2_attention(GPT2Holder(4, 2), sd, 1)`、"
+                        "`print(torch.equal(m.W_o.bias, sd[\"h.1.attn.c_proj.bias\"]))`：GPT-2 的每一层都有自己的"
+                        "注意力参数，应是 True。", "真实模型的配置"),
+    "gpt2_no_bias": ("只载入了权重，没有载入偏置", "症状：形状都对、不报错，W_q(x) 与 GPT-2 的 c_attn(x) 的对应一段处处差"
+                     "一个固定的向量。试一试：`g = torch.Generator(); sd = _gpt2_layer(4, 0, g)`（可见测试里的函数），"
+                     "`m = load_gpt2_attention(GPT2Holder(4, 2), sd, 0)`，再 `print(m.W_o.bias, sd[\"h.0.attn.c_proj.bias\"])`："
+                     "GPT-2 的 Conv1D 算的是 x W + b，两者相同吗？", _TORCH_MHA),
+    "gpt2_shared_parameters": ("参数与 state_dict 共用了内存（别名，aliasing），没有复制数值", "症状：刚载入时数值都对，之后"
+                               "修改 state_dict，mha 的参数也跟着变；mha 是 float64 时，载入后参数变成了 float32。试一试："
+                               "`w = torch.zeros(2); p = nn.Parameter(w)`，再 `w.add_(1); print(p)`：p 跟着 w 变了吗？"
+                               "（用 `p.data = w` 赋值也一样。）", _TORCH_MHA),
+    "gpt2_transpose_in_place": ("载入时改动了传入的 state_dict", "症状：第一次载入的数值是对的，但 state_dict 被改了（权重的形状"
+                                "或数值变了），再载入一次就错。试一试：`sd = _gpt2_layer(4, 0, torch.Generator())`"
+                                "（可见测试里的函数），`before = {k: v.clone() for k, v in sd.items()}`，调用一次 "
+                                "load_gpt2_attention 之后 `print([k for k in sd if not torch.equal(sd[k], before[k])])`："
+                                "原地（in-place）操作和给字典的键重新赋值都会改动调用者的数据，列表应是空的。", _TORCH_MHA),
     "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
                      "都不对了。", _ARCHITECTURE),
 }
@@ -492,7 +541,11 @@ FIXES = {"qkv_reshape_no_permute": "permute", "output_reshape_no_permute": "perm
          "scale_by_num_hiddens": "/ num_heads", "dropout_ignores_eval": "training=self.training",
          "hc_heads_interleaved": "连续", "gpt2_no_transpose": ".T", "gpt2_order_kqv": "第一段属于查询",
          "swap_W_k_W_v": "W_v(values)", "W_k_built_with_query_size": "Linear(key_size",
-         "bias_always_on": "bias=bias"}
+         "bias_always_on": "bias=bias", "W_o_back_to_query_size": "Linear(num_hiddens, num_hiddens",
+         "valid_lens_2d_flattened": "dim=0", "per_head_batch_major": "样本在外", "hc_no_transpose": ".T",
+         "hc_bias_in_each_head": "不含偏置", "hc_heads_last": "dim=1", "gpt2_c_proj_not_transposed": ".T",
+         "gpt2_layer_zero": "{layer}", "gpt2_no_bias": "bias.copy_", "gpt2_shared_parameters": "copy_",
+         "gpt2_transpose_in_place": ".T"}
 
 _MHA_INIT = '''class MultiHeadAttention(nn.Module):
     def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
@@ -587,4 +640,79 @@ TWINS = {
         if valid_lens is not None:
             valid_lens = valid_lens.repeat_interleave(h, dim=0)
         return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+    "W_o_back_to_query_size": {"multihead_attention": _MHA_INIT.replace(
+        "self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)",
+        "self.W_o = nn.Linear(num_hiddens, self.W_q.in_features, bias=bias)  # 变回查询的维度") + _OWN_FORWARD},
+    "valid_lens_2d_flattened": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+    "per_head_batch_major": {"per_head_weights": '''def per_head_weights(mha):
+    weights = mha.attention.attention_weights
+    return torch.stack(weights.chunk(mha.num_heads, dim=0), dim=1)  # 每一块是一个头'''},
+    "hc_no_transpose": {"head_contributions": '''def head_contributions(W_o, X, num_heads):
+    B, n, d = X.shape
+    X_heads = X.view(B, n, num_heads, d // num_heads).transpose(1, 2)  # (B, h, n, head_dim)
+    W_heads = W_o.weight.view(W_o.out_features, num_heads, d // num_heads).transpose(0, 1)  # (h, 输出维度, head_dim)
+    return X_heads @ W_heads'''},
+    "hc_bias_in_each_head": {"head_contributions": '''def head_contributions(W_o, X, num_heads):
+    head_dim = X.shape[-1] // num_heads
+    out = []
+    for i in range(num_heads):
+        keep = torch.zeros_like(X)
+        keep[..., i * head_dim:(i + 1) * head_dim] = 1
+        out.append(W_o(X * keep))  # 只留头 i，其余置零（讲义的掩蔽）
+    return torch.stack(out, dim=1)'''},
+    "hc_heads_last": {"head_contributions": '''def head_contributions(W_o, X, num_heads):
+    B, n, d = X.shape
+    X_heads = X.reshape(B, n, num_heads, d // num_heads)
+    W_heads = W_o.weight.reshape(-1, num_heads, d // num_heads)
+    return torch.einsum("bnhk,ohk->bnho", X_heads, W_heads)'''},
+    "gpt2_c_proj_not_transposed": {"load_gpt2_attention": _GPT2_TWIN.format(
+        order="mha.W_q, mha.W_k, mha.W_v", block="W[:, i * d:(i + 1) * d].T", proj="P")},
+    "gpt2_layer_zero": {"load_gpt2_attention": '''def load_gpt2_attention(mha, state_dict, layer):
+    def find(suffix):
+        return next(v for k, v in state_dict.items() if k.endswith(suffix))
+    W, b = find("attn.c_attn.weight"), find("attn.c_attn.bias")
+    d = W.shape[0]
+    with torch.no_grad():
+        for i, linear in enumerate((mha.W_q, mha.W_k, mha.W_v)):
+            linear.weight.copy_(W[:, i * d:(i + 1) * d].T)
+            linear.bias.copy_(b[i * d:(i + 1) * d])
+        mha.W_o.weight.copy_(find("attn.c_proj.weight").T)
+        mha.W_o.bias.copy_(find("attn.c_proj.bias"))
+    return mha'''},
+    "gpt2_no_bias": {"load_gpt2_attention": '''def load_gpt2_attention(mha, state_dict, layer):
+    p = f"h.{layer}.attn."
+    w_qkv = state_dict[p + "c_attn.weight"].T  # (3d, d)
+    d = w_qkv.shape[1]
+    with torch.no_grad():
+        mha.W_q.weight[:] = w_qkv[:d]
+        mha.W_k.weight[:] = w_qkv[d:2 * d]
+        mha.W_v.weight[:] = w_qkv[2 * d:]
+        mha.W_o.weight[:] = state_dict[p + "c_proj.weight"].T
+    return mha'''},
+    "gpt2_shared_parameters": {"load_gpt2_attention": '''def load_gpt2_attention(mha, state_dict, layer):
+    pre = f"h.{layer}.attn."
+    d = state_dict[pre + "c_proj.weight"].shape[0]
+    weights = state_dict[pre + "c_attn.weight"].T.split(d)
+    biases = state_dict[pre + "c_attn.bias"].split(d)
+    for linear, w, b in zip((mha.W_q, mha.W_k, mha.W_v), weights, biases):
+        linear.weight.data, linear.bias.data = w, b
+    mha.W_o.weight.data = state_dict[pre + "c_proj.weight"].T
+    mha.W_o.bias.data = state_dict[pre + "c_proj.bias"]
+    return mha'''},
+    "gpt2_transpose_in_place": {"load_gpt2_attention": '''def load_gpt2_attention(mha, state_dict, layer):
+    pre = f"h.{layer}.attn."
+    for name in ("c_attn.weight", "c_proj.weight"):  # 先换成 nn.Linear 的存放方式
+        state_dict[pre + name] = state_dict[pre + name].T.contiguous()
+    W, b = state_dict[pre + "c_attn.weight"], state_dict[pre + "c_attn.bias"]
+    d = W.shape[1]
+    with torch.no_grad():
+        for i, linear in enumerate((mha.W_q, mha.W_k, mha.W_v)):
+            linear.weight.copy_(W[i * d:(i + 1) * d])
+            linear.bias.copy_(b[i * d:(i + 1) * d])
+        mha.W_o.weight.copy_(state_dict[pre + "c_proj.weight"])
+        mha.W_o.bias.copy_(state_dict[pre + "c_proj.bias"])
+    return mha'''},
 }
