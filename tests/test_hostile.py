@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 TEST_CONFIG = """
 # hostile-class test: short limits, and no grading without a sandbox
-c.Execute.timeout = 10
+c.Execute.timeout = 20  # a fork bomb of ~100 forks of a torch process takes seconds on a busy machine
 c.CourseExecute.interrupt_grace = 3
 c.Sandbox.mode = "required"
 """
