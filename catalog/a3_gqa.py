@@ -418,6 +418,11 @@ _PAGED_CHUNKS = '''class PagedKVCache:
         self.pool.release(self.block_table)
         self.block_table, self.length, self.keys, self.values = [], 0, None, None'''
 
+# ... and its blocks gathered with torch.cat along the token axis
+_CAT_GATHER = '''\
+        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
+        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]'''
+
 VARIANTS = [
     # ---- question 1: repeat_kv
     {"id": "repeat_tiled",
@@ -784,9 +789,7 @@ VARIANTS = [
      "caught_by": {PAGED, PAGED_LIMITS}},
     {"id": "paged_chunks_ok",
      "mistake": "（正确）一次写满当前块的一段空位而不是逐个词元，用 torch.cat 沿词元维拼起各块",
-     "cells": {"paged_kv_cache": _PAGED_CHUNKS.format(gather='''\
-        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
-        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]''')},
+     "cells": {"paged_kv_cache": _PAGED_CHUNKS.format(gather=_CAT_GATHER)},
      "caught_by": set()},
     {"id": "static_subclass_ok",
      "mistake": "（正确）继承第 4 题的 KVCache（沿用它的 keys、values），缓冲区用 torch.zeros_like 按第一次的键分配",
@@ -992,6 +995,21 @@ def _pooling_twin(reduce):
     gqa.load_state_dict(state, strict=False)
     return gqa''' % reduce  # noqa: UP031 - the template is Python code, full of braces
 
+def _expanding_twin(copies):
+    """gqa_to_mha that fills each layer of the new module with `copies` ({t}: the old weight or bias) in a loop."""
+    return '''def gqa_to_mha(gqa):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
+                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
+    with torch.no_grad():
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            new, old = getattr(mha, name), getattr(gqa, name)
+            times = h // g if name in ("W_k", "W_v") else 1
+            new.weight.copy_(%s)
+            if old.bias is not None:
+                new.bias.copy_(%s)
+    return mha''' % (copies.format(t="old.weight"), copies.format(t="old.bias"))  # noqa: UP031 - braces in the template
+
 
 _GQA_TWIN = '''class MyAttention(nn.Module):
     def __init__(self, dropout, scale_dim):
@@ -1057,18 +1075,7 @@ TWINS = {
     v = transpose_qkv(gqa.W_v(x), g).repeat_interleave(h // g, dim=0)
     k, v = cache.append(k, v)  # 缓存里存 num_heads 个头
     return gqa.W_o(transpose_output(gqa.attention(q, k, v, None), h))'''},
-    "expand_tiled": {"gqa_to_mha": '''def gqa_to_mha(gqa):
-    h, g = gqa.num_heads, gqa.num_kv_heads
-    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
-                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
-    with torch.no_grad():
-        for name in ("W_q", "W_k", "W_v", "W_o"):
-            new, old = getattr(mha, name), getattr(gqa, name)
-            times = h // g if name in ("W_k", "W_v") else 1
-            new.weight.copy_(torch.cat([old.weight] * times))
-            if old.bias is not None:
-                new.bias.copy_(torch.cat([old.bias] * times))
-    return mha'''},
+    "expand_tiled": {"gqa_to_mha": _expanding_twin("torch.cat([{t}] * times)")},
     "pool_strided": {"mha_to_gqa": '''def mha_to_gqa(mha, num_kv_heads):
     h = mha.num_heads
     d = mha.W_q.out_features // h
@@ -1250,38 +1257,10 @@ class KVCache:
         self.length = end
         self.keys, self.values = self.k_buffer[:, :end], self.v_buffer[:, :end]
         return self.keys, self.values"""},
-    "paged_free_keeps_blocks": {"paged_kv_cache": _PAGED_CHUNKS.format(gather='''\
-        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
-        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]''').replace(
+    "paged_free_keeps_blocks": {"paged_kv_cache": _PAGED_CHUNKS.format(gather=_CAT_GATHER).replace(
         "        self.pool.release(self.block_table)\n", "")},
-    "expand_rows": {"gqa_to_mha": '''def gqa_to_mha(gqa):
-    h, g = gqa.num_heads, gqa.num_kv_heads
-    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
-                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
-    with torch.no_grad():
-        for name in ("W_q", "W_k", "W_v", "W_o"):
-            new, old = getattr(mha, name), getattr(gqa, name)
-            n_rep = h // g if name in ("W_k", "W_v") else 1
-            new.weight.copy_(old.weight.repeat_interleave(n_rep, dim=0))  # 每个键值头复制 n_rep 份
-            if old.bias is not None:
-                new.bias.copy_(old.bias.repeat_interleave(n_rep))
-    return mha'''},
-    "expand_divided": {"gqa_to_mha": '''def gqa_to_mha(gqa):
-    n_rep = gqa.num_heads // gqa.num_kv_heads
-    head_dim = gqa.W_q.out_features // gqa.num_heads
-    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
-                             gqa.num_heads, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
-
-    def expand(t):  # mha_to_gqa 取平均，反过来复制之后平分
-        t = t.unflatten(0, (gqa.num_kv_heads, 1, head_dim))
-        return (t.expand(-1, n_rep, *t.shape[2:]) / n_rep).flatten(0, 2)
-
-    with torch.no_grad():
-        mha.W_q.load_state_dict(gqa.W_q.state_dict())
-        mha.W_o.load_state_dict(gqa.W_o.state_dict())
-        for dst, src in ((mha.W_k, gqa.W_k), (mha.W_v, gqa.W_v)):
-            dst.weight.copy_(expand(src.weight))
-            if src.bias is not None:
-                dst.bias.copy_(expand(src.bias))
-    return mha'''},
+    "expand_rows": {"gqa_to_mha": _expanding_twin("{t}.repeat_interleave(times, dim=0)")},
+    "expand_divided": {"gqa_to_mha": HF_STYLE["gqa_to_mha"].replace(
+        "return t.expand(-1, n_rep, *t.shape[2:]).flatten(0, 2)",
+        "return (t.expand(-1, n_rep, *t.shape[2:]) / n_rep).flatten(0, 2)  # mha_to_gqa 取平均，反过来复制之后平分")},
 }
