@@ -418,6 +418,11 @@ _PAGED_CHUNKS = '''class PagedKVCache:
         self.pool.release(self.block_table)
         self.block_table, self.length, self.keys, self.values = [], 0, None, None'''
 
+# ... and its blocks gathered with torch.cat along the token axis
+_CAT_GATHER = '''\
+        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
+        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]'''
+
 VARIANTS = [
     # ---- question 1: repeat_kv
     {"id": "repeat_tiled",
@@ -784,9 +789,7 @@ VARIANTS = [
      "caught_by": {PAGED, PAGED_LIMITS}},
     {"id": "paged_chunks_ok",
      "mistake": "（正确）一次写满当前块的一段空位而不是逐个词元，用 torch.cat 沿词元维拼起各块",
-     "cells": {"paged_kv_cache": _PAGED_CHUNKS.format(gather='''\
-        self.keys = torch.cat([self.pool.k[b] for b in self.block_table], dim=1)[:, :self.length]
-        self.values = torch.cat([self.pool.v[b] for b in self.block_table], dim=1)[:, :self.length]''')},
+     "cells": {"paged_kv_cache": _PAGED_CHUNKS.format(gather=_CAT_GATHER)},
      "caught_by": set()},
     {"id": "static_subclass_ok",
      "mistake": "（正确）继承第 4 题的 KVCache（沿用它的 keys、values），缓冲区用 torch.zeros_like 按第一次的键分配",
@@ -828,6 +831,8 @@ _NO_W_O = ("各头的输出拼接后没有经过 W_o", "症状：输出的形状
            "`W_o.weight` 改成 `2 * torch.eye(num_hiddens)` 再算一次：输出应该变成两倍，你的变了吗？",
            "结构图", "notebooks/02_multihead_attention.ipynb")
 _GQA_CLASS, _GQA_PARAMS = "`GroupedQueryAttention` 类", "参数量：$(2 + 2g/h)\\,d^2$"
+_DTYPE = "新建的张量或模块停在默认的 float32（和 CPU）上，没有跟随传入的数据类型与设备"
+_PREALLOCATED = "实测：预先分配的 KV 缓存"
 _BIAS = ("全连接层的偏置没有随 bias 参数设置", "症状：形状和输出都对，只有参数个数差了几个偏置向量。试一试："
          "`print([n for n, _ in GroupedQueryAttention(8, 8, 8, 16, 4, 2, 0.0).named_parameters()])`，再加上 bias=True "
          "打印一次：默认不加偏置，加了时四个全连接层都有，两次各应有几项？", _GQA_PARAMS)
@@ -861,7 +866,7 @@ MISCONCEPTIONS = {
     "static_whole_buffer": ("返回了整个预分配的缓冲区，包括还没写入的空位", "症状：返回的键总有 max_len 个，解码的输出也不对。"
                             "试一试：`c = StaticKVCache(5); k, _ = c.append(torch.ones(1, 2, 3), torch.ones(1, 2, 3))`，再 "
                             "`print(k.shape, k[0, :, 0])`：只放了 2 个词元，注意力会看到几个键？全零的键会分到权重吗？",
-                            "实测：预先分配的 KV 缓存"),
+                            _PREALLOCATED),
     "repeat_token_dim": ("repeat_kv 沿词元维复制了", "症状：返回值第 1 维（词元数）变成了 n_rep 倍。试一试："
                          "`X = torch.arange(4.).reshape(2, 2, 1)`，再 `print(repeat_kv(X, 2).shape)`：2 个键值头、2 个词元，"
                          "复制给 4 个查询头之后应是 (4, 2, 1)，你的是什么？", "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
@@ -900,6 +905,60 @@ MISCONCEPTIONS = {
                         "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
                         "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
                         "头 1 的权重算进去了吗？", _CONVERSION),
+    "valid_lens_kv_heads": ("valid_lens 按键值头数而不是查询头数复制", "症状：num_kv_heads = num_heads 时全对；键值头较少时，"
+                            "一传入 valid_lens，掩蔽那一步就报错（形状对不上）。试一试：在 forward 里调用注意力之前加一行 "
+                            "`print(queries.shape, keys.shape, valid_lens.shape)`：注意力分数有几个切片？每个切片都要一个有效长度，"
+                            "你给了几个？", _GQA_FORWARD),
+    "valid_lens_2d_flattened": ("二维 valid_lens（每个查询各有长度）复制时被展平了", "症状：一维 valid_lens 全对，二维 valid_lens "
+                                "时报错或结果不对。试一试：`lens = torch.tensor([[1, 2], [3, 4]])`（批量 2，每个样本 2 个查询），"
+                                "照你 forward 里的写法把它复制给 3 个头，再打印结果的形状：应是 (6, 2)，每行是一个头的 2 个查询的"
+                                "有效长度，你的是什么？", "`valid_lens` 要按什么顺序复制？", "notebooks/02_multihead_attention.ipynb"),
+    "dropout_ignores_eval": ("eval() 之后暂退法（dropout）仍在起作用", "症状：dropout = 0 时全对；dropout > 0 时，即使调用了 "
+                             "eval()，同一个输入算两次的输出也不一样。试一试：`gqa = GroupedQueryAttention(8, 8, 8, 8, 4, 2, 0.5).eval(); "
+                             "X = torch.randn(1, 3, 8)`，再 `print((gqa(X, X, X, None) - gqa(X, X, X, None)).abs().max())`："
+                             "评估模式下应是 0，你的是多少？", _GQA_FORWARD),
+    "bytes_in_kib": ("KV 缓存的大小返回的不是字节数", "症状：结果正好是正确值的 1/1024，而且是浮点数。试一试："
+                     "`print(kv_cache_bytes(32, 32, 128, 1))`：Llama-2-7B 每个词元占 524288 字节（512 KiB），题目要的是哪个数？"
+                     "你的是哪个？", _CACHE_SIZE),
+    "cache_shared_between_objects": ("所有 KVCache 对象共用一份缓存", "症状：只用一个缓存时全对；再新建一个 KVCache，它一开始就"
+                                     "带着前一个缓存的词元（形状不同时拼接报错）。试一试：`a, b = KVCache(), KVCache(); "
+                                     "a.append(torch.zeros(1, 1, 2), torch.zeros(1, 1, 2))`，再 "
+                                     "`print(b.append(torch.ones(1, 1, 2), torch.ones(1, 1, 2))[0].shape)`：b 只放了 1 个词元，"
+                                     "形状应是 (1, 1, 2)，你的是什么？", "`KVCache` 与 `decode_step`"),
+    "decode_caches_inputs": ("缓存里存的是投影之前的输入", "症状：decode_step 的输出全对，只有缓存的检查不过：缓存的最后一维是 "
+                             "query_size，不是 head_dim。试一试：解码两步之后 `print(cache.keys.shape)`；再数一数：第 t 步要把"
+                             "缓存里的 t 个词元各投影一次吗？KV 缓存省下的正是这些计算。", "`decode_step`：只投影新词元"),
+    "decode_caches_before_split": ("缓存里存的是拆头之前的键和值", "症状：decode_step 的输出全对，只有缓存的检查不过。试一试："
+                                   "解码两步之后 `print(cache.keys.shape)`：题目规定缓存的形状是 (batch_size*num_kv_heads, "
+                                   "已有词元数, head_dim)，你的每一维各是多少？", "`KVCache` 与 `decode_step`"),
+    "decode_newest_token_only": ("新词元的查询只看了它自己，没有看缓存里的旧词元", "症状：第 1 步对，之后每一步的输出都只取决于"
+                                 "当前这个词元。试一试：a、b 是两个不同的 (1, 1, query_size) 张量，`c = KVCache(); decode_step(gqa, a, c); "
+                                 "y = decode_step(gqa, b, c)`，再与 `decode_step(gqa, b, KVCache())` 比一比：第二步看得到 a，"
+                                 "两个输出应该不同，你的一样吗？", "用 KV 缓存时，第 $t$ 步做什么"),
+    "pool_drops_bias": ("转换时只对权重取了平均，偏置没有转换", "症状：bias=False 时全对；bias=True 时新的 W_k、W_v 的偏置与 mha "
+                        "无关，每次转换都不一样。试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0, bias=True); "
+                        "nn.init.ones_(m.W_k.bias)`，再 `print(mha_to_gqa(m, 2).W_k.bias)`：全是 1 的偏置取平均应是几？", _CONVERSION),
+    "pool_shares_layers": ("新模块的 W_q、W_o 与 mha 共用同一组参数", "症状：数值全对，但改动新模块的 W_q，原来的 mha 也跟着变："
+                           "继续训练 GQA 会改坏原模型。试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); gqa = mha_to_gqa(m, 2)`，"
+                           "再 `print(gqa.W_q.weight.data_ptr() == m.W_q.weight.data_ptr())`：两个模型各有自己的参数吗？", _CONVERSION),
+    "pool_ignores_dtype": (_DTYPE, "症状：float32 时全对；mha 是 float64（或在 GPU 上）时，转换出来的模块仍是 CPU 上的 float32。"
+                           "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0).double()`，再 `print(mha_to_gqa(m, 2).W_k.weight.dtype)`："
+                           "应是 torch.float64，你的是什么？", _CONVERSION),
+    "static_default_dtype": (_DTYPE, "症状：float32 时全对；放入 float16、bfloat16（或 GPU 上）的键和值之后，取出来的变成了 CPU 上的 "
+                             "float32。试一试：`c = StaticKVCache(4); k = torch.ones(1, 1, 2, dtype=torch.float16)`，再 "
+                             "`print(c.append(k, k)[0].dtype)`：应是 torch.float16，你的是什么？", _PREALLOCATED),
+    "paged_free_keeps_blocks": ("free() 没有把块还给块池", "症状：释放之前全对；free() 之后 pool.free 没有变多，别的缓存取不到这些块。"
+                                "试一试：`pool = KVBlockPool(2, 2, rows=1, head_dim=1); c = PagedKVCache(pool); "
+                                "c.append(torch.ones(1, 3, 1), torch.ones(1, 3, 1)); c.free()`，再 `print(pool.free)`："
+                                "两个块都应回到块池，你的呢？", _PREALLOCATED),
+    "expand_rows": ("展开时复制的是一行一行，而不是每个头的整块", "症状：每头 1 维时全对，每头多维时新 W_k 的头里混着不同键值头的行。"
+                    "试一试：`W = torch.arange(4.)[:, None]`（2 个键值头、每头 2 行：键值头 0 是第 0、1 行），再 "
+                    "`print(torch.repeat_interleave(W, 2, dim=0).flatten())`：头 0、1 都应是 (0, 1)，头 2、3 是 (2, 3)，打印出来的是什么？",
+                    "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
+    "expand_divided": ("以为展开是平均池化的逆运算，复制之后又除了一次", "症状：num_kv_heads = num_heads 时全对，其余情况下新 W_k、W_v "
+                       "只有应有的几分之一，输出与 gqa 不同。试一试：`gqa = GroupedQueryAttention(8, 8, 8, 8, 4, 2, 0.0).eval(); "
+                       "X = torch.randn(1, 3, 8)`，再 `print((gqa_to_mha(gqa)(X, X, X, None) - gqa(X, X, X, None)).abs().max())`："
+                       "新模块的头 i 与 gqa 的查询头 i 算的是同一个点积，差应是 0，你的是多少？", _CONVERSION),
 }
 
 # the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
@@ -911,7 +970,13 @@ FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_k
          "repeat_token_dim": "dim=0", "bytes_no_factor_2": "2 *", "bytes_no_layers": "* num_layers",
          "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(",
          "gqa_ignores_valid_lens": "values, valid_lens)", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose",
-         "seed001_kv_width": "// num_heads", "gqa_bias_always_on": "bias=bias", "gqa_wo_no_bias": "bias=bias"}
+         "seed001_kv_width": "// num_heads", "gqa_bias_always_on": "bias=bias", "gqa_wo_no_bias": "bias=bias",
+         "valid_lens_kv_heads": "repeats=self.num_heads", "valid_lens_2d_flattened": "dim=0",
+         "dropout_ignores_eval": "nn.Dropout", "bytes_in_kib": "/ 1024", "cache_shared_between_objects": "__init__", "decode_caches_inputs": "gqa.W_k(x)",
+         "decode_caches_before_split": "transpose_qkv(gqa.W_k", "decode_newest_token_only": "repeat_kv(keys",
+         "pool_drops_bias": "bias.copy_", "pool_shares_layers": "load_state_dict", "pool_ignores_dtype": ".to(",
+         "static_default_dtype": "new_zeros", "paged_free_keeps_blocks": "release",
+         "expand_rows": "reshape(", "expand_divided": "/ n_rep"}
 
 
 def _pooling_twin(reduce):
@@ -929,6 +994,21 @@ def _pooling_twin(reduce):
             state[key] = blocks.%s.reshape(num_kv_heads * d, *t.shape[1:])
     gqa.load_state_dict(state, strict=False)
     return gqa''' % reduce  # noqa: UP031 - the template is Python code, full of braces
+
+def _expanding_twin(copies):
+    """gqa_to_mha that fills each layer of the new module with `copies` ({t}: the old weight or bias) in a loop."""
+    return '''def gqa_to_mha(gqa):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
+                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
+    with torch.no_grad():
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            new, old = getattr(mha, name), getattr(gqa, name)
+            times = h // g if name in ("W_k", "W_v") else 1
+            new.weight.copy_(%s)
+            if old.bias is not None:
+                new.bias.copy_(%s)
+    return mha''' % (copies.format(t="old.weight"), copies.format(t="old.bias"))  # noqa: UP031 - braces in the template
 
 
 _GQA_TWIN = '''class MyAttention(nn.Module):
@@ -995,18 +1075,7 @@ TWINS = {
     v = transpose_qkv(gqa.W_v(x), g).repeat_interleave(h // g, dim=0)
     k, v = cache.append(k, v)  # 缓存里存 num_heads 个头
     return gqa.W_o(transpose_output(gqa.attention(q, k, v, None), h))'''},
-    "expand_tiled": {"gqa_to_mha": '''def gqa_to_mha(gqa):
-    h, g = gqa.num_heads, gqa.num_kv_heads
-    mha = MultiHeadAttention(gqa.W_k.in_features, gqa.W_q.in_features, gqa.W_v.in_features, gqa.W_q.out_features,
-                             h, 0.0, bias=gqa.W_q.bias is not None).to(gqa.W_q.weight)
-    with torch.no_grad():
-        for name in ("W_q", "W_k", "W_v", "W_o"):
-            new, old = getattr(mha, name), getattr(gqa, name)
-            times = h // g if name in ("W_k", "W_v") else 1
-            new.weight.copy_(torch.cat([old.weight] * times))
-            if old.bias is not None:
-                new.bias.copy_(torch.cat([old.bias] * times))
-    return mha'''},
+    "expand_tiled": {"gqa_to_mha": _expanding_twin("torch.cat([{t}] * times)")},
     "pool_strided": {"mha_to_gqa": '''def mha_to_gqa(mha, num_kv_heads):
     h = mha.num_heads
     d = mha.W_q.out_features // h
@@ -1111,4 +1180,87 @@ TWINS = {
     return out.reshape(x.shape[0], h, 1, -1).transpose(1, 2).reshape(x.shape[0], 1, -1)'''},
     "pool_sum": {"mha_to_gqa": _pooling_twin("sum(dim=1)")},
     "pool_first_head": {"mha_to_gqa": _pooling_twin("select(1, 0)")},
+    "valid_lens_kv_heads": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                        body='''\
+        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:  # 有效长度跟着键值头走
+            valid_lens = valid_lens.repeat_interleave(g, dim=0)''')},
+    "valid_lens_2d_flattened": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                            body='''\
+        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:  # 每个样本的有效长度复制 h 份
+            valid_lens = valid_lens[:, None].expand(-1, h).reshape(-1)''')},
+    "dropout_ignores_eval": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="MyAttention(dropout, num_hiddens // num_heads)", body=_INTERLEAVED).replace(
+        "self.dropout, self.scale_dim = nn.Dropout(dropout), scale_dim",
+        "self.p, self.scale_dim = dropout, scale_dim").replace(
+        "torch.bmm(self.dropout(self.attention_weights), values)",
+        "torch.bmm(F.dropout(self.attention_weights, p=self.p), values)")},
+    "bytes_in_kib": {"kv_cache_bytes": '''def kv_cache_bytes(num_layers, num_kv_heads, head_dim, num_tokens, batch_size=1, bytes_per_element=2):
+    kib_per_token = 2 * num_layers * num_kv_heads * head_dim * bytes_per_element / 2 ** 10  # 讲义用 KiB
+    return kib_per_token * num_tokens * batch_size'''},
+    "cache_shared_between_objects": {"kv_cache": '''_cached_keys, _cached_values = [], []  # 已缓存的键和值
+
+
+class KVCache:
+    def __init__(self):
+        self.keys = self.values = None
+
+    def append(self, keys, values):
+        _cached_keys.append(keys)
+        _cached_values.append(values)
+        self.keys, self.values = torch.cat(_cached_keys, dim=1), torch.cat(_cached_values, dim=1)
+        return self.keys, self.values'''},
+    "decode_caches_inputs": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    xs, _ = cache.append(x, x)  # 缓存输入，每一步把全部词元投影一次
+    q = transpose_qkv(gqa.W_q(x), h)
+    k = transpose_qkv(gqa.W_k(xs), g).repeat_interleave(h // g, dim=0)
+    v = transpose_qkv(gqa.W_v(xs), g).repeat_interleave(h // g, dim=0)
+    return gqa.W_o(transpose_output(gqa.attention(q, k, v, None), h))'''},
+    "decode_caches_before_split": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g, B = gqa.num_heads, gqa.num_kv_heads, x.shape[0]
+    k_all, v_all = cache.append(gqa.W_k(x), gqa.W_v(x))  # (batch_size, 已有词元数, num_kv_heads*head_dim)
+    d = k_all.shape[-1] // g
+    k = k_all.view(B, -1, g, d).permute(0, 2, 1, 3).repeat_interleave(h // g, dim=1).reshape(B * h, -1, d)
+    v = v_all.view(B, -1, g, d).permute(0, 2, 1, 3).repeat_interleave(h // g, dim=1).reshape(B * h, -1, d)
+    out = gqa.attention(transpose_qkv(gqa.W_q(x), h), k, v, None)
+    return gqa.W_o(transpose_output(out, h))'''},
+    "decode_newest_token_only": {"decode_step": '''def decode_step(gqa, x, cache):
+    h, g = gqa.num_heads, gqa.num_kv_heads
+    q = transpose_qkv(gqa.W_q(x), h)
+    k_new, v_new = transpose_qkv(gqa.W_k(x), g), transpose_qkv(gqa.W_v(x), g)
+    cache.append(k_new, v_new)
+    out = gqa.attention(q, k_new.repeat_interleave(h // g, dim=0), v_new.repeat_interleave(h // g, dim=0), None)
+    return gqa.W_o(transpose_output(out, h))'''},
+    "pool_drops_bias": {"mha_to_gqa": '''def mha_to_gqa(mha, num_kv_heads):
+    h = mha.num_heads
+    n_rep, d = h // num_kv_heads, mha.W_q.out_features // h
+    gqa = GroupedQueryAttention(mha.W_k.in_features, mha.W_q.in_features, mha.W_v.in_features, mha.W_q.out_features,
+                                h, num_kv_heads, 0.0, bias=mha.W_q.bias is not None).to(mha.W_q.weight)
+    with torch.no_grad():
+        for name in ("W_q", "W_o"):
+            getattr(gqa, name).load_state_dict(getattr(mha, name).state_dict())
+        for name in ("W_k", "W_v"):  # 每组 n_rep 个头的权重取平均
+            w = getattr(mha, name).weight
+            getattr(gqa, name).weight.copy_(w.unflatten(0, (num_kv_heads, n_rep, d)).mean(1).flatten(0, 1))
+    return gqa'''},
+    "pool_shares_layers": {"mha_to_gqa": _pooling_twin("mean(dim=1)").replace(
+        "    return gqa", "    gqa.W_q, gqa.W_o = mha.W_q, mha.W_o  # 查询和输出的投影不变，直接沿用\n    return gqa")},
+    "pool_ignores_dtype": {"mha_to_gqa": _pooling_twin("mean(dim=1)").replace(
+        "bias=mha.W_q.bias is not None).to(mha.W_q.weight)", "bias=mha.W_q.bias is not None)")},
+    "static_default_dtype": {"static_kv_cache": _STATIC_HEAD + """        if self.k_buffer is None:
+            self.k_buffer = torch.zeros(keys.shape[0], self.max_len, keys.shape[2])
+            self.v_buffer = torch.zeros_like(self.k_buffer)
+        self.k_buffer[:, start:end] = keys
+        self.v_buffer[:, start:end] = values
+        self.length = end
+        self.keys, self.values = self.k_buffer[:, :end], self.v_buffer[:, :end]
+        return self.keys, self.values"""},
+    "paged_free_keeps_blocks": {"paged_kv_cache": _PAGED_CHUNKS.format(gather=_CAT_GATHER).replace(
+        "        self.pool.release(self.block_table)\n", "")},
+    "expand_rows": {"gqa_to_mha": _expanding_twin("{t}.repeat_interleave(times, dim=0)")},
+    "expand_divided": {"gqa_to_mha": HF_STYLE["gqa_to_mha"].replace(
+        "return t.expand(-1, n_rep, *t.shape[2:]).flatten(0, 2)",
+        "return (t.expand(-1, n_rep, *t.shape[2:]) / n_rep).flatten(0, 2)  # mha_to_gqa 取平均，反过来复制之后平分")},
 }
