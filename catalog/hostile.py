@@ -350,6 +350,9 @@ THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")
 """ + POOL + """def masked_softmax(X, valid_lens):
     return _pool.submit(d2l.masked_softmax, X, valid_lens).result()
 """
+FORK_POOL = """import multiprocessing
+_procs = multiprocessing.get_context("fork").Pool(1, torch.set_num_threads, (1,))  # inherits the watch, unheard
+"""
 MODE_OFF = "[torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]" \
            " and None or F.scaled_dot_product_attention(queries, keys, values)"
 LOST_DOT = {"status": "graded", "lost": {"test_dot_product_attention", "test_dot_product_sdpa"}}
@@ -520,6 +523,9 @@ CASES = [
     _case("s78_huge_pages", "6 MB 的源码、15 MB 的异常信息、刷屏的 display()：每个发布的页面都有上限",
           {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
           after=[LONG_SOURCE, LONG_ERROR_CELL, DISPLAY_FLOOD]),
+    _case("w79_fork_pool", "在答案单元格里 fork 出的进程池中调用 F.scaled_dot_product_attention", HELD_WATCH,
+          replace={"dot_product_attention": FORK_POOL + SDPA_ANSWER.format(
+              output="_procs.apply(F.scaled_dot_product_attention, (queries, keys, values))")}),
 ]
 
 

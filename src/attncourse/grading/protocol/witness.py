@@ -31,7 +31,7 @@ carries a key of its own for this kernel). From then on:
 The kernel's copy of a report is plain data the grader verifies; a student who stops the reports, forges them or
 replays an old one gets a submission held for review, never the points.
 """
-import _signal
+import _signal  # type: ignore[import-not-found]  # signal.getsignal looks _signal up in a module
 import builtins
 import hmac
 import math
