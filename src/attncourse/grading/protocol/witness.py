@@ -202,9 +202,9 @@ def _children() -> list[tuple[str, str]]:
 
 
 def _check_children(begin: bool) -> None:
-    """No other process may run a watched test's code: a child alive when the watch begins or is reported on
-    (children that had already ended unreaped when it began aside), or one that ended during the watch (its
-    resource use then adds to the kernel's children's; ignoring SIGCHLD would reap it unseen), forget the key."""
+    """No other process may run a watched test's code: the key is forgotten when a child is alive as the watch
+    begins or is reported on (children that had ended, unreaped, before it began aside), or when one ended during
+    the watch (its resource use then adds to the kernel's children's; ignoring SIGCHLD would reap it unseen)."""
     watch = _G["WATCH"]
     children = _children()
     if begin:
