@@ -11,7 +11,9 @@ and changes to the folder (`folder`).
 - `lost`: the exact test cells that lose points (when given);
 - `flags`: words that must appear in the review column (`[]`: no flag at all). Inside the sandbox, only what
   could reach the grader's machinery or verdicts is held (see grading/run/flags.py); files, processes and
-  bombs are contained by the sandbox and hold nothing; what shows intent but cannot change a verdict is a note;
+  bombs are contained by the sandbox and hold nothing, but a process still running during a test that forbids
+  something could make the forbidden call unwatched and holds the submission (witness.py); what shows intent
+  but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
 - `feedback`: "published";
 - `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
