@@ -11,7 +11,9 @@ and changes to the folder (`folder`).
 - `lost`: the exact test cells that lose points (when given);
 - `flags`: words that must appear in the review column (`[]`: no flag at all). Inside the sandbox, only what
   could reach the grader's machinery or verdicts is held (see grading/run/flags.py); files, processes and
-  bombs are contained by the sandbox and hold nothing; what shows intent but cannot change a verdict is a note;
+  bombs are contained by the sandbox and hold nothing, but a process still running during a test that forbids
+  something could make the forbidden call unwatched and holds the submission (witness.py); what shows intent
+  but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
 - `feedback`: "published";
 - `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
@@ -350,6 +352,24 @@ THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")
 """ + POOL + """def masked_softmax(X, valid_lens):
     return _pool.submit(d2l.masked_softmax, X, valid_lens).result()
 """
+FORK_SERVER = """import os, pickle
+_ask_r, _ask_w = os.pipe()
+_answer_r, _answer_w = os.pipe()
+if os.fork() == 0:  # a forked server (multiprocessing's pools need semaphores the sandbox lacks): it inherits
+    try:            # the watch, whose reports stay in it
+        torch.set_num_threads(1)
+        _ask, _answer = os.fdopen(_ask_r, "rb"), os.fdopen(_answer_w, "wb")
+        while True:
+            pickle.dump(F.scaled_dot_product_attention(*pickle.load(_ask)), _answer)
+            _answer.flush()
+    finally:
+        os._exit(0)
+_ask, _answer = os.fdopen(_ask_w, "wb"), os.fdopen(_answer_r, "rb")
+def _far(*args):
+    pickle.dump(args, _ask)
+    _ask.flush()
+    return pickle.load(_answer)
+"""
 MODE_OFF = "[torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]" \
            " and None or F.scaled_dot_product_attention(queries, keys, values)"
 LOST_DOT = {"status": "graded", "lost": {"test_dot_product_attention", "test_dot_product_sdpa"}}
@@ -401,8 +421,8 @@ CASES = [
           {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": KILL_EVERYTHING}),
     _case("h19_sabotage_files", "删除 autograded/、feedback/，改写同学的提交",
           {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": SABOTAGE_FILES}),
-    _case("h20_detached_process", "启动脱离的进程，在评分结束后往 grades.csv 写伪造的成绩",
-          {"status": "graded", "score": "full", "flags": []}, before={"masked_softmax": DETACHED}),
+    _case("h20_detached_process", "启动脱离的进程，在评分结束后往 grades.csv 写伪造的成绩（测试时它还在运行：需复核）",
+          {"status": "graded", "score": "full", "flags": ["禁止函数的监视"]}, before={"masked_softmax": DETACHED}),
     _case("c21_honest_a2", "对照：作业 2 的参考答案", HONEST, assignment=A2),
     _case("h22_memory_bomb", "申请 12 GiB 内存", {"status": "graded", "score": "full", "flags": []},
           after=[MEMORY_BOMB]),
@@ -520,6 +540,8 @@ CASES = [
     _case("s78_huge_pages", "6 MB 的源码、15 MB 的异常信息、刷屏的 display()：每个发布的页面都有上限",
           {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
           after=[LONG_SOURCE, LONG_ERROR_CELL, DISPLAY_FLOOD]),
+    _case("w79_fork_server", "在答案单元格里 fork 出的子进程中调用 F.scaled_dot_product_attention", HELD_WATCH,
+          replace={"dot_product_attention": FORK_SERVER + SDPA_ANSWER.format(output="_far(queries, keys, values)")}),
 ]
 
 

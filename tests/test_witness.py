@@ -82,6 +82,9 @@ CASES = {
     "honest_name": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT).replace(
         "scores = ", "sdpa = 1\n        scores = ")}, "test_dot_product_attention",
         ["sdpa = F.scaled_dot_product_attention  # another cell binds the forbidden name"]),
+    "honest_processes": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
+                         ["import os, subprocess\nos.system('echo 自检 > /dev/null')\nsubprocess.run(['true'], check=True)"
+                          "  # finished before the tests, as `!pip list` is"]),
     "honest_experiment": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
                           ["print(F.scaled_dot_product_attention(torch.ones(1, 2, 3), torch.ones(1, 2, 3), "
                            "torch.ones(1, 2, 3)))  # an experiment", POOL]),
@@ -133,6 +136,39 @@ SWITCHED_OFF = {
                       ()),
 }
 
+# the forbidden call made in another process, which the witness does not watch, one case per way it notices (each in
+# a process of its own, as the witness forgets its key): a pool forked in an answer cell (a child alive as the watch
+# begins; it inherits the witness, whose reports stay in the child), a fresh interpreter started by subprocess
+# during the test (an audit event), a spawn pool (its resource tracker lives on), a process started without an
+# audit event and waited for (its resource use), and the same with SIGCHLD ignored (reaped unseen)
+CHILD_SDPA = "from attncourse.checks import forbid\nforbid('attend', 'F.scaled_dot_product_attention')\nattend(torch.ones(1, 2, 3))\n"
+# a process started as spawn pools start theirs (no audit event), ended and waited for before the report
+UNAUDITED = """def attend(q):
+    import multiprocessing.util, os
+    pid = multiprocessing.util.spawnv_passfds(b"/bin/true", ["true"], [])
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # SIGCHLD ignored: reaped as it ended
+        pass
+    return q"""
+CHILD_PROCESSES = {
+    "fork_pool": ({"dot_product_attention": DPA.format(
+        output="_procs.apply(F.scaled_dot_product_attention, (queries, keys, values))")}, "test_dot_product_attention",
+        ["import multiprocessing\n_procs = multiprocessing.get_context('fork').Pool(1, torch.set_num_threads, (1,))"]),
+    "subprocess": ("""def attend(q):
+    import pickle, subprocess, sys
+    code = ("import pickle, sys, torch; q = pickle.load(sys.stdin.buffer); "
+            "pickle.dump(torch.nn.functional.scaled_dot_product_attention(q, q, q), sys.stdout.buffer)")
+    return pickle.loads(subprocess.run([sys.executable, "-c", code], input=pickle.dumps(q), capture_output=True,
+                                       check=True).stdout)""", [CHILD_SDPA], ()),
+    "spawn_pool": ("""def attend(q):
+    import multiprocessing
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(F.scaled_dot_product_attention, (q, q, q))""", [CHILD_SDPA], ()),
+    "unaudited": (UNAUDITED, [CHILD_SDPA], ()),
+    "sigchld_ignored": ("import signal\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n" + UNAUDITED, [CHILD_SDPA], ()),
+}
+
 
 def _run(ids):
     """{case: {test: [passed, message]}, "tampered": [...]} for `ids`, graded in one fresh process."""
@@ -145,7 +181,7 @@ def _run(ids):
 def verdicts():
     switched = [subprocess.Popen([sys.executable, __file__, case], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, cwd=ROOT)
-                for case in SWITCHED_OFF]
+                for case in [*SWITCHED_OFF, *CHILD_PROCESSES]]
     found = _run(list(CASES))
     for process in switched:
         out, err = process.communicate(timeout=600)
@@ -163,7 +199,7 @@ def test_a_forbidden_call_fails_its_question_on_every_path(verdicts, case):
     assert all(not passed and "本题不允许用" in message for passed, message in got["tests"].values()), got
 
 
-@pytest.mark.parametrize("case", ["honest_self_check", "honest_name", "honest_experiment"])
+@pytest.mark.parametrize("case", ["honest_self_check", "honest_name", "honest_experiment", "honest_processes"])
 def test_honest_self_checks_and_names_cost_nothing(verdicts, case):
     got = verdicts[case]
     assert got["tests"] and all(passed for passed, _ in got["tests"].values()) and not got["tampered"], got
@@ -183,6 +219,14 @@ def test_a_witness_switched_off_holds_the_submission(verdicts, case):
     assert got["tests"] and got["tampered"] and all("禁止函数的监视" in t for t in got["tampered"]), got
 
 
+@pytest.mark.parametrize("case", list(CHILD_PROCESSES))
+def test_a_forbidden_call_in_another_process_holds_the_submission(verdicts, case):
+    """A process the kernel starts is not watched: one that runs (or ended) while a test that forbids something
+    runs, or that was running as it began, holds the submission for review."""
+    got = verdicts[case]
+    assert got["tests"] and got["tampered"] and all("禁止函数的监视" in t for t in got["tampered"]), got
+
+
 # --- the cases' process --------------------------------------------------------------------------------------
 KEY, COUNT = os.urandom(32), [0]
 
@@ -193,7 +237,7 @@ def _grade(case):
     from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
     from attncourse.grading.protocol import probe, remote, trusted, witness
     from attncourse.grading.syntax import only_imports
-    student, tests, extra = {**CASES, **SWITCHED_OFF}[case]
+    student, tests, extra = {**CASES, **SWITCHED_OFF, **CHILD_PROCESSES}[case]
     namespace = {"__builtins__": __builtins__, "__name__": "__main__"}
     if isinstance(student, dict):
         nb = nbformat.read(next((ROOT / "source" / "a1_scoring").glob("*.ipynb")), as_version=4)

@@ -318,6 +318,7 @@ def _become_kernel(request: dict[str, Any]) -> NoReturn:
     """In the forked child: a fresh kernel process, as `python -m ipykernel_launcher` would start."""
     try:
         _die_with_parent()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # as a new process has it (the zygote ignores its children)
         os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()

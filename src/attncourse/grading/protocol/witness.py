@@ -22,14 +22,21 @@ carries a key of its own for this kernel). From then on:
   without the profile function, opening the process's memory) makes the hook forget the key at once: every
   later report then fails the grader's check, and the grader holds the submission for review (see
   `remote.Session.forbidden_message`).
+- **Other processes** are not watched (a forked child inherits the hook, but its reports never reach the grader;
+  a new interpreter has none), so a test that forbids something forgets the key too when the kernel has a child
+  process as the watch begins or is reported on, when a child ended during the watch (a child waited for adds to
+  the kernel's `RUSAGE_CHILDREN`; one reaped unseen because SIGCHLD is ignored is refused as well), or when a
+  process is started during the watch (the audit events of `os.fork`, `subprocess.Popen`…).
 
 The kernel's copy of a report is plain data the grader verifies; a student who stops the reports, forges them or
 replays an old one gets a submission held for review, never the points.
 """
+import _signal  # type: ignore[import-not-found]  # signal.getsignal looks _signal up in a module
 import builtins
 import hmac
 import math
 import os
+import resource
 import sys
 import threading
 import types
@@ -48,6 +55,7 @@ WATCHED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "d2l.torch")
 TAMPER = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "ctypes.dlopen", "ctypes.dlsym",
           "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
           "sys.setprofile", "sys.settrace"}
+PROCESS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.system", "os.spawn", "subprocess.Popen"}
 SEP, ITEM, PAIR = "\x1e", "\x1f", "\x1d"  # fields, items and label/path of a command (split by str methods only)
 _installed: list[bool] = []
 
@@ -120,9 +128,11 @@ def _command(text: Any, mac: Any, box: Any) -> None:
                 watch["gqa"] = keyword + "="
         _set_profile(_G["PROFILE"])
         _check_threads()
+        _check_children(True)
         _answer(number, box)  # the grader checks that the watch began now, not when a later command came
     elif fields[1] == "report":
         _check_threads()
+        _check_children(False)
         _answer(number, box)
     elif fields[1] == "end":
         watch["n"] = None
@@ -151,6 +161,62 @@ def _check_threads() -> None:
                 _forget("线程没有 profile 函数")
                 return
             frame = frame.f_back
+
+
+def _read(path: str) -> str | None:
+    """The text of a file under /proc, or None when it is gone."""
+    try:
+        fd = _G["os_open"](path, _G["O_RDONLY"])
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := _G["os_read"](fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        _G["os_close"](fd)
+    return b"".join(chunks).decode("latin-1")
+
+
+def _children() -> list[tuple[str, str]]:
+    """(pid, state) of this process's children: from each thread's `children` file, or, where the kernel has
+    none, from the parent of every process in /proc (in the sandbox's PID namespace only the kernel's own). A
+    system without /proc has none found."""
+    me = _G["str"](_G["getpid"]())
+    tasks = f"/proc/{me}/task/"
+    try:
+        if _read(tasks + me + "/children") is not None:
+            pids = [pid for task in _G["listdir"](tasks) for pid in (_read(tasks + task + "/children") or "").split()]
+        else:
+            pids = [pid for pid in _G["listdir"]("/proc") if pid.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        fields = (_read(f"/proc/{pid}/stat") or ")").rpartition(")")[2].split()  # pid (name) state ppid …
+        if len(fields) > 1 and fields[1] == me:
+            found.append((pid, fields[0]))
+    return found
+
+
+def _check_children(begin: bool) -> None:
+    """No other process may run a watched test's code: the key is forgotten when a child is alive as the watch
+    begins or is reported on (children that had ended, unreaped, before it began aside), or when one ended during
+    the watch (its resource use then adds to the kernel's children's; ignoring SIGCHLD would reap it unseen)."""
+    watch = _G["WATCH"]
+    children = _children()
+    if begin:
+        watch["ended"] = {pid for pid, state in children if state in ("Z", "X")}
+        watch["usage"] = _G["tuple"](_G["rusage"](_G["RUSAGE_CHILDREN"]))
+    handler = _G["getsignal"](_G["SIGCHLD"])
+    if type(handler) is int and handler == _G["SIG_IGN"]:
+        _forget("忽略了 SIGCHLD（子进程结束不被看到）")
+    elif any(pid not in watch["ended"] for pid, _ in children):
+        _forget("评分内核有子进程")
+    elif _G["tuple"](_G["rusage"](_G["RUSAGE_CHILDREN"])) != watch["usage"]:
+        _forget("测试中有子进程结束")
 
 
 def _set_profile(function: Any) -> None:
@@ -184,6 +250,10 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event == "attncourse.command":
         if len(args) == 3:
             _command(*args)
+        return
+    if event in PROCESS:
+        if watch["n"] is not None:
+            _forget(f"测试中启动了进程（{event}）")
         return
     if event == "open":  # the process's own memory holds what the key was
         path = args[0] if args else None
@@ -295,7 +365,8 @@ def install(key: bytes) -> None:
     _installed.append(True)
     g: dict[str, Any] = {"__builtins__": dict(vars(builtins))}
     g.update({"KEY": bytearray(key), "LAST": [0], "USED": {}, "TAMPERED": [], "SELF": [False], "LIBS": _libraries(),
-              "WATCH": {"n": None, "codes": {}, "sdpa": None, "gqa": None}, "TABLE": _table(),
+              "WATCH": {"n": None, "codes": {}, "sdpa": None, "gqa": None, "ended": set(), "usage": ()},
+              "TABLE": _table(),
               "audit": sys.audit, "getframe": sys._getframe, "setprofile": sys.setprofile,
               "digest": __import__("_hashlib").hmac_digest, "compare": hmac.compare_digest, "bytes": bytes,
               "int": int, "repr": repr, "sorted": sorted, "list": list, "list_append": list.append,
@@ -303,10 +374,15 @@ def install(key: bytes) -> None:
               "THREADING": vars(threading), "THREADING_FILE": threading.__file__,
               "BOOTSTRAP_INNER": vars(threading.Thread)["_bootstrap_inner"].__code__, "SEEN": set(),
               "BEFORE": set(sys._current_frames()), "current_frames": sys._current_frames,
-              "get_ident": threading.get_ident, "urandom": os.urandom,
+              "get_ident": threading.get_ident, "urandom": os.urandom, "str": str, "tuple": tuple,
+              "getpid": os.getpid, "listdir": os.listdir, "os_open": os.open, "os_read": os.read,
+              "os_close": os.close, "O_RDONLY": os.O_RDONLY, "rusage": resource.getrusage,
+              "RUSAGE_CHILDREN": resource.RUSAGE_CHILDREN, "getsignal": _signal.getsignal,
+              "SIGCHLD": _signal.SIGCHLD, "SIG_IGN": _signal.SIG_IGN,
               "PROFILE": types.MethodType(sys.audit, "attncourse.call")})
-    g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER})
-    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _check_threads, _set_profile, _hook):
+    g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER, "PROCESS": PROCESS})
+    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _check_threads, _read,
+                     _children, _check_children, _set_profile, _hook):
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel
     library = torch._C._dispatch_library("IMPL", "aten", "")
