@@ -42,21 +42,11 @@ def _missing(marker):
     return ""
 
 
-# Groups of tests that run in one pytest-xdist worker, longest first (the minutes in CI's `--durations` log), so
-# that the two workers end together. A file is one group: its module fixtures are built once. A unit's catalog is
-# graded once per group, and the decks are executed once for the three files that read them.
-LONGEST_FIRST = ("test_hostile.py", "catalog-a3_gqa", "catalog-a4_rope_mla", "test_honest_class.py",
-                 "test_pipeline.py", "test_cluster.py", "catalog-a1_scoring", "test_semester.py", "test_postgres.py",
-                 "catalog-a2_multihead", "decks", "test_ta_screens.py", "test_student_screens.py", "test_witness.py")
-DECK_FILES = ("test_notebooks.py", "test_slide_fit.py", "test_slides.py")
-
-
-def _group(item) -> str:
-    name = item.path.name
-    if name in DECK_FILES:
-        return "decks"
-    unit = getattr(item, "callspec", None) and item.callspec.params.get("unit")
-    return f"catalog-{unit}" if name == "test_catalog.py" and unit else name
+# pytest-xdist runs each test file in one worker (`--dist loadfile`: its module fixtures are built once), the
+# files that take minutes first (CI's `--durations` log), so that the workers end together.
+LONGEST_FIRST = ("test_hostile.py", "test_catalog.py", "test_honest_class.py", "test_pipeline.py", "test_cluster.py",
+                 "test_semester.py", "test_postgres.py", "test_notebooks.py", "test_slide_fit.py", "test_slides.py",
+                 "test_ta_screens.py", "test_student_screens.py", "test_witness.py")
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -65,10 +55,8 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: the rest keep their order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     reasons = {}
     for item in items:
         for marker in ("needs_root", "needs_browser"):
