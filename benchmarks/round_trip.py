@@ -50,7 +50,8 @@ def main():
     loop = asyncio.new_event_loop()
     km, kc = loop.run_until_complete(start_new_async_kernel(kernel_name="python3"))
     try:
-        start = {"op": "start", "args": {"chars": 100_000, "address": remote.LOOPBACK}}
+        start = {"op": "start", "args": {"chars": 100_000, "address": remote.LOOPBACK, "witness_key": "00" * 32,
+                                         "watched": []}}
         address = loop.run_until_complete(remote.start(kc, km, start, 30, 5))["ok"]
         channel = remote.Channel(address, kc.session, km, 5)
         pid = km.provisioner.process.pid

@@ -352,6 +352,24 @@ THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")
 """ + POOL + """def masked_softmax(X, valid_lens):
     return _pool.submit(d2l.masked_softmax, X, valid_lens).result()
 """
+RAW_THREAD = """import _thread
+def masked_softmax(X, valid_lens):
+    out, done = [], _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(lambda: (out.append(d2l.masked_softmax(X, valid_lens)), done.release()), ())
+    done.acquire()
+    return out[0]
+"""
+CODE_SWAPPED = """def _own(X, valid_lens):
+    if valid_lens is None:
+        return torch.softmax(X, dim=-1)
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(X.shape[0], X.shape[1])
+    keep = torch.arange(X.shape[-1], device=X.device) < valid_lens[..., None]
+    return torch.softmax(X.float().masked_fill(~keep, float("-inf")), dim=-1).to(X.dtype)
+d2l.masked_softmax.__code__ = _own.__code__  # d2l's function, the watch's report gone with its code
+masked_softmax = d2l.masked_softmax
+"""
 FORK_SERVER = """import os, pickle
 _ask_r, _ask_w = os.pipe()
 _answer_r, _answer_w = os.pipe()
@@ -529,17 +547,21 @@ CASES = [
     _case("w71_mode_off", "弹出 torch 的函数模式栈后调用 F.scaled_dot_product_attention", LOST_DOT,
           replace={"dot_product_attention": SDPA_ANSWER.format(output=MODE_OFF)}),
     _case("c72_honest", "对照：参考答案（与下面关掉监视的提交同时评分）", HONEST),
-    _case("w73_profile_off", "运行时拼出 sys.setprofile 的名字，关掉监视后调用 d2l.masked_softmax", HELD_WATCH,
+    _case("w73_profile_off", "运行时拼出 sys.setprofile 的名字，关掉 profile 函数后调用 d2l.masked_softmax", LOST_MASKED,
           replace={"masked_softmax": PROFILE_OFF}),
     _case("w74_gc_records", "经 gc 找到监视的记录并清空", HELD_WATCH, replace={"masked_softmax": GC_RECORDS}),
     _case("w75_frame_records", "从异常的帧一路找到探针，让它不再报告", HELD_WATCH, replace={"masked_softmax": FRAME_RECORDS}),
     _case("w76_forged_report", "换掉探针的监视请求，送回伪造的报告", HELD_WATCH,
           before={"masked_softmax": PROBE_REPLACED}, replace={"masked_softmax": "masked_softmax = d2l.masked_softmax\n"}),
-    _case("w77_thread_profile_off", "关掉之后线程的 profile 函数，在线程池里调用 d2l.masked_softmax", HELD_WATCH,
+    _case("w77_thread_profile_off", "关掉之后线程的 profile 函数，在线程池里调用 d2l.masked_softmax", LOST_MASKED,
           replace={"masked_softmax": THREAD_PROFILE_OFF}),
     _case("s78_huge_pages", "6 MB 的源码、15 MB 的异常信息、刷屏的 display()：每个发布的页面都有上限",
           {"status": "graded", "score": "full", "flags": [], "feedback": "published"},
           after=[LONG_SOURCE, LONG_ERROR_CELL, DISPLAY_FLOOD]),
+    _case("w80_raw_thread", "用 _thread 直接起一个短命线程调用 d2l.masked_softmax（threading 不知道它）", LOST_MASKED,
+          replace={"masked_softmax": RAW_THREAD}),
+    _case("w81_code_swapped", "把自己的实现换进 d2l.masked_softmax 的 __code__，再用它作答", HELD_WATCH,
+          replace={"masked_softmax": CODE_SWAPPED}),
     _case("w79_fork_server", "在答案单元格里 fork 出的子进程中调用 F.scaled_dot_product_attention", HELD_WATCH,
           replace={"dot_product_attention": FORK_SERVER + SDPA_ANSWER.format(output="_far(queries, keys, values)")}),
 ]

@@ -15,9 +15,14 @@ PINNED = {"nbgrader": "0.9.6", "nbclient": "0.11.0", "jupyter_client": "8.10.0",
 
 # (object, what relies on it, sha256 of its source, first 16 hex digits)
 INTERNALS = [
-    ("threading:Thread._bootstrap_inner",
-     "grading/protocol/witness.py: a new thread sets `threading._profile_hook` as its profile function here",
-     "THREAD_BOOTSTRAP"),
+    ("dis:_parse_exception_table",
+     "grading/protocol/bytecode.py writes the exception table this reads (CPython 3.11's format)", "EXCEPTION_TABLE"),
+    ("torch.fx._symbolic_trace:Tracer.trace",
+     "grading/protocol/witness.py _capturing: symbolic_trace and make_fx record a function's operations while a "
+     "frame of this method runs", "FX_TRACE"),
+    ("torch._jit_internal:is_ignored_fn",
+     "grading/protocol/witness.py: TorchScript calls a function marked `_torchscript_modifier = IGNORE` back in "
+     "Python", "JIT_IGNORED"),
     ("nbgrader.converters.autograde:Autograde.convert_single_notebook",
      "grading/run/autograde.py CourseAutograde copies it without nbgrader's thread-unsafe setenv", "CONVERT"),
     ("nbgrader.converters.autograde:Autograde.init_assignment",
@@ -126,7 +131,9 @@ INTERNALS = [
      "DISPLAY_PUBLISH"),
 ]
 FINGERPRINTS = {
-    "THREAD_BOOTSTRAP": "65124ce1de0dded1",
+    "EXCEPTION_TABLE": "43a7096c6a0e88c4",
+    "FX_TRACE": "cc491db3f61442aa",
+    "JIT_IGNORED": "f261b5b9e8efcb3a",
     "RESOURCES": "fb0abcdb270601c6",
     "FACTORY_CREATE": "8c83b9e92073e9e6",
     "FACTORY_AVAILABLE": "3e43d00e7032801b",

@@ -198,7 +198,7 @@ def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     async def main():
         km, kc = await start_new_async_kernel(kernel_name="python3")
         try:
-            assert "ok" in await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK, "witness_key": "00" * 32}},
+            assert "ok" in await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK, "witness_key": "00" * 32, "watched": []}},
                                               30, 3)
             flood = await run(kc, "import threading\nt = threading.Thread(target=lambda: [print('x' * 99) "
                                   "for _ in range(100)])\nt.start()\nfor _ in range(10_000): print('y' * 99)\nt.join()")
@@ -226,7 +226,7 @@ def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on
     and answers; the kernel then serves the next request."""
     async def start():
         km, kc = await start_new_async_kernel(kernel_name="python3")
-        reply = await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK, "witness_key": "00" * 32}}, 30, 3)
+        reply = await remote.start(kc, km, {"op": "start", "args": {"chars": 1000, "address": remote.LOOPBACK, "witness_key": "00" * 32, "watched": []}}, 30, 3)
         await kc.execute_interactive("def spin():\n    while True:\n        pass\nanswer = 41\n"
                                      "def odd():\n    raise ValueError('\\ud800')", timeout=30)
         return km, kc, reply["ok"]

@@ -28,6 +28,30 @@ DPA = """class DotProductAttention(nn.Module):
         return {output}
 """
 HONEST_OUTPUT = "torch.bmm(self.dropout(self.attention_weights), values)"
+FORBID_MHA = ("from attncourse.checks import forbid\nforbid('attend', 'nn.MultiheadAttention')\n"
+              "assert attend(torch.ones(2, 1, 3)).shape == (2, 1, 3)\n")
+# a thread started by _thread (threading is not involved) that ends before the report
+RAW_THREAD = """import _thread
+def masked_softmax(X, valid_lens):
+    out, done = [], _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(lambda: (out.append(d2l.masked_softmax(X, valid_lens)), done.release()), ())
+    done.acquire()
+    return out[0]
+"""
+# a thread started while threading's profile function is taken away through a computed name, put back before the
+# report
+PROFILE_RESTORED = """import threading
+_t = vars(threading)
+def masked_softmax(X, valid_lens):
+    hook, _t['_profile' + '_hook'] = _t['_profile' + '_hook'], None
+    out = []
+    worker = threading.Thread(target=lambda: out.append(d2l.masked_softmax(X, valid_lens)))
+    worker.start()
+    worker.join()
+    _t['_profile' + '_hook'] = hook
+    return out[0]
+"""
 POOL = "from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n_pool.submit(print, '池已启动').result()"
 TRACED = ("_x = torch.randn(2, 3, 4)\n_traced = torch.jit.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v),"
           " (_x, _x, _x))")
@@ -85,6 +109,10 @@ CASES = {
     "honest_processes": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
                          ["import os, subprocess\nos.system('echo 自检 > /dev/null')\nsubprocess.run(['true'], check=True)"
                           "  # finished before the tests, as `!pip list` is"]),
+    "honest_tracing": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
+                       ["import sys\nsys.settrace(lambda *a: None)\nsys.setprofile(lambda *a: None)\n"
+                        "d2l.masked_softmax(torch.rand(2, 2, 4), torch.tensor([2, 3]))\nsys.settrace(None)\n"
+                        "sys.setprofile(None)\n"]),
     "honest_experiment": ({"dot_product_attention": DPA.format(output=HONEST_OUTPUT)}, "test_dot_product_attention",
                           ["print(F.scaled_dot_product_attention(torch.ones(1, 2, 3), torch.ones(1, 2, 3), "
                            "torch.ones(1, 2, 3)))  # an experiment", POOL]),
@@ -92,6 +120,18 @@ CASES = {
                                   "attend(torch.ones(1, 2, 3))\n"], ()),
     "functional_core": (MHA_CORE, ["from attncourse.checks import forbid\nforbid('mha', 'nn.MultiheadAttention')\n"
                                    "attend(torch.ones(2, 1, 3))\n"], ()),
+    # threads the watch never gave anything to: started by _thread itself, after threading's profile function was
+    # removed (and put back), or a pool started without it; the forbidden Python function reports from any thread
+    "raw_thread": ({"masked_softmax": RAW_THREAD}, "test_masked_softmax", ()),
+    "profile_restored": ({"masked_softmax": PROFILE_RESTORED}, "test_masked_softmax", ()),
+    "unprofiled_pool": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
+                         "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
+                        "test_masked_softmax", ()),
+    "setprofile": ({"masked_softmax": "import sys\n" + MASKED.format(body="    sys.setprofile(None)\n")},
+                   "test_masked_softmax", ()),
+    # TorchScript calls the forbidden module back in Python
+    "scripted_module": ("_m = torch.jit.script(nn.MultiheadAttention(3, 1))\n"
+                        "def attend(x):\n    return _m(x, x, x)[0]", [FORBID_MHA], ()),
     "later_tests": ("class A:\n    size = 3\n    def __call__(self, q):\n        return F.scaled_dot_product_attention(q, q, q)",
                     ["from attncourse.checks import forbid\nforbid('a', 'F.scaled_dot_product_attention')\nassert A.size == 3\n",
                      "from attncourse.checks import forbid\nforbid('a', 'F.scaled_dot_product_attention')\nA()(torch.ones(1, 2, 3))\n",
@@ -112,28 +152,40 @@ def _delayed(text, mac):
     return _real(text, mac)
 _ops["wit" + "ness"] = _delayed
 """
-# a thread started without the profile function (threading.setprofile is not audited) that ends before the report
-SHORT_THREAD = """def masked_softmax(X, valid_lens):
-    out = []
-    worker = threading.Thread(target=lambda: out.append(d2l.masked_softmax(X, valid_lens)))
-    worker.start()
-    worker.join()
-    return out[0]
+# a right masked softmax of the student's own, whose code the student gives to d2l's
+OWN_MASKED = """def _own(X, valid_lens):
+    if valid_lens is None:
+        return torch.softmax(X, dim=-1)
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(X.shape[0], X.shape[1])
+    keep = torch.arange(X.shape[-1], device=X.device) < valid_lens[..., None]
+    return torch.softmax(X.float().masked_fill(~keep, float("-inf")), dim=-1).to(X.dtype)
 """
-# switching the witness off, one case per way it notices (a profile event, a gc event, a thread without its profile
-# function), each in a process of its own: the witness forgets its key for good. Replacing the probe's requests
-# or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these are.
+# switching the witness off, one case per way it notices (a gc event, a watched function given other code, a copy
+# of its code without the report, its module run again for fresh copies), each in a process of its own: the witness forgets its key for good. Replacing
+# the probe's requests or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these
+# are.
 SWITCHED_OFF = {
-    "setprofile": ({"masked_softmax": "import sys\n" + MASKED.format(body="    sys.setprofile(None)\n")},
-                   "test_masked_softmax", ()),
     "gc": ({"masked_softmax": "import gc\n_all = gc.get_objects()\n" + MASKED.format(body="")}, "test_masked_softmax", ()),
-    "thread_profile": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
-                        "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
-                       "test_masked_softmax", ()),
-    "short_thread": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + SHORT_THREAD}, "test_masked_softmax",
-                     ()),
+    "code_swapped": ({"masked_softmax": OWN_MASKED + "d2l.masked_softmax.__code__ = _own.__code__\n"
+                      "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax", ()),
+    "code_copied": ({"masked_softmax": "_c = d2l.masked_softmax.__code__\n"
+                     "_f = type(d2l.masked_softmax)(_c.replace(co_consts=_c.co_consts[:-3] + (print, '', 0)), vars(d2l))\n"
+                     "masked_softmax = _f\n"}, "test_masked_softmax", ()),
+    "reloaded": ({"masked_softmax": "import importlib\nmasked_softmax = importlib.reload(d2l).masked_softmax\n"},
+                 "test_masked_softmax", ()),
     "delayed_watch": ({"masked_softmax": PROBE + DELAYED + "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax",
                       ()),
+}
+
+# a trace or an fx graph recorded before the test (while no watch ran), which replays the forbidden function's
+# operations without calling it: captured (each in a process of its own, as the capture lasts)
+CAPTURES = {
+    "traced_before": ("_x = torch.ones(2, 1, 3)\n_m = torch.jit.trace(nn.MultiheadAttention(3, 1), (_x, _x, _x))\n"
+                      "def attend(x):\n    return _m(x, x, x)[0]", [FORBID_MHA], ()),
+    "make_fx": ("from torch.fx.experimental.proxy_tensor import make_fx\n_m = nn.MultiheadAttention(3, 1)\n"
+                "_g = make_fx(lambda x: _m(x, x, x)[0])(torch.ones(2, 1, 3))\n"
+                "def attend(x):\n    return _g(x)", [FORBID_MHA], ()),
 }
 
 # the forbidden call made in another process, which the witness does not watch, one case per way it notices (each in
@@ -181,7 +233,7 @@ def _run(ids):
 def verdicts():
     switched = [subprocess.Popen([sys.executable, __file__, case], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, cwd=ROOT)
-                for case in [*SWITCHED_OFF, *CHILD_PROCESSES]]
+                for case in [*SWITCHED_OFF, *CAPTURES, *CHILD_PROCESSES]]
     found = _run(list(CASES))
     for process in switched:
         out, err = process.communicate(timeout=600)
@@ -192,14 +244,16 @@ def verdicts():
 
 @pytest.mark.parametrize("case", ["alias", "sdpa", "rebound", "by_string", "ops", "fused_op", "partial", "exec",
                                   "d2l_class", "pool_sdpa", "pool_python", "torchscript", "mode_stack", "module_state",
-                                  "keyword", "functional_core"])
+                                  "keyword", "functional_core", "raw_thread", "profile_restored", "unprofiled_pool",
+                                  "setprofile", "scripted_module", *CAPTURES])
 def test_a_forbidden_call_fails_its_question_on_every_path(verdicts, case):
     got = verdicts[case]
     assert got["tests"] and not got["tampered"], got
     assert all(not passed and "本题不允许用" in message for passed, message in got["tests"].values()), got
 
 
-@pytest.mark.parametrize("case", ["honest_self_check", "honest_name", "honest_experiment", "honest_processes"])
+@pytest.mark.parametrize("case", ["honest_self_check", "honest_name", "honest_experiment", "honest_processes",
+                                  "honest_tracing"])
 def test_honest_self_checks_and_names_cost_nothing(verdicts, case):
     got = verdicts[case]
     assert got["tests"] and all(passed for passed, _ in got["tests"].values()) and not got["tampered"], got
@@ -231,14 +285,13 @@ def test_a_forbidden_call_in_another_process_holds_the_submission(verdicts, case
 KEY, COUNT = os.urandom(32), [0]
 
 
-def _grade(case):
+def _parts(case):
+    """(the notebook's imports, the student's cells and the extra ones, the test cells) of a case."""
     import nbformat
 
     from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
-    from attncourse.grading.protocol import probe, remote, trusted, witness
     from attncourse.grading.syntax import only_imports
-    student, tests, extra = {**CASES, **SWITCHED_OFF, **CHILD_PROCESSES}[case]
-    namespace = {"__builtins__": __builtins__, "__name__": "__main__"}
+    student, tests, extra = {**CASES, **SWITCHED_OFF, **CAPTURES, **CHILD_PROCESSES}[case]
     if isinstance(student, dict):
         nb = nbformat.read(next((ROOT / "source" / "a1_scoring").glob("*.ipynb")), as_version=4)
         imports = [c.source for c in nb.cells if c.cell_type == "code" and not is_answer_cell(c)
@@ -249,13 +302,30 @@ def _grade(case):
     else:
         imports = ["import torch\nfrom torch import nn\nfrom torch.nn import functional as F"]
         cells, sources = [(student, "answer")], [(source, f"t{i}") for i, source in enumerate(tests)]
+    return imports, [*cells, *[(s, f"extra{i}") for i, s in enumerate(extra)]], sources
+
+
+def _install(ids):
+    """What the grader's `start` does first in a kernel (once per process), for the tests of every case in `ids`."""
+    from attncourse.grading.protocol import remote, witness
+    paths = set()
+    for case in ids:
+        imports, _, sources = _parts(case)
+        paths.update(remote.Session(remote.serve_here, imports).watched_paths(s for s, _ in sources))
+    witness.install(KEY, sorted(paths))
+
+
+def _grade(case):
+    from attncourse.grading.protocol import probe, remote, trusted
+    imports, cells, sources = _parts(case)
+    namespace = {"__builtins__": __builtins__, "__name__": "__main__"}
     probe._user_ns = lambda: namespace
-    witness.install(KEY)  # what the grader's `start` does first in a kernel (once per process)
     for source in imports:
         exec(source, namespace)
-    for source, name in [*cells, *[(s, f"extra{i}") for i, s in enumerate(extra)]]:
+    for source, name in cells:
         exec(compile(source, name, "exec"), namespace)
     session = remote.Session(remote.serve_here, imports)
+    session.watched_paths(s for s, _ in sources)
     session.witness_key, session.witness_count = KEY, COUNT[0]  # one witness for the cases of this process
     grader = trusted.base_namespace(imports)
     found = {}
@@ -267,4 +337,5 @@ def _grade(case):
 
 
 if __name__ == "__main__":
+    _install(sys.argv[1:])
     print(json.dumps({case: _grade(case) for case in sys.argv[1:]}, ensure_ascii=False))

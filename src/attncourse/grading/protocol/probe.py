@@ -254,9 +254,9 @@ def _limit_errors(shell: Any, chars: int) -> None:
     shell.events.register("post_run_cell", cut_result)
 
 
-def op_start(chars: int, address: str, witness_key: str) -> str:
+def op_start(chars: int, address: str, witness_key: str, watched: list[str]) -> str:
     """The grader's first request, before any of the student's code: install the forbidden-call witness with the
-    grader's key for this kernel (witness.py), limit output (`_limit_output`), then bind a socket of the probe's own at
+    grader's key for this kernel and the functions its tests may forbid (witness.py), limit output (`_limit_output`), then bind a socket of the probe's own at
     `address` (in the sandbox an ipc path beside the kernel's own sockets, `isolation/preload.py` PROBE_ADDRESS;
     without one `tcp://127.0.0.1:*`, a free local port), served by the kernel's main thread while no cell runs.
     Every later request comes through it, skipping Jupyter's messages (headers, dates), ipykernel's dispatch
@@ -266,7 +266,7 @@ def op_start(chars: int, address: str, witness_key: str) -> str:
     from IPython import get_ipython
     from zmq.eventloop.zmqstream import ZMQStream
     global _socket
-    witness.install(bytes.fromhex(witness_key))
+    witness.install(bytes.fromhex(witness_key), watched)
     _limit_output(chars)
     kernel = get_ipython().kernel
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)

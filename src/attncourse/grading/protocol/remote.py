@@ -146,6 +146,7 @@ class Session:
         self.forbidden_answers: dict[str, str] = {}  # answer -> message, once a test found a forbidden call for it
         self.witness_key: bytes | None = None  # this kernel's key for its witness of forbidden calls (witness.py)
         self.witness_count = 0  # the number of the last command sent to the witness
+        self.watched: set[str] = set()  # the paths the witness put a report in at start (`watched_paths`)
         self.watching = 0  # the number of the witness's `watch` command of the running cell (-1: not answered then)
         # what the kernel sent that the protocol does not allow (it does not, unless tampered)
         self.tampered: list[str] = []
@@ -272,14 +273,40 @@ class Session:
             if name.endswith("="):
                 keywords.append(name[:-1])
                 continue
-            root, _, rest = name.partition(".")
-            path = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
-            for entry in [path, *OPERATIONS.get(path, ())]:
-                pairs.append(f"{name}{witness.PAIR}{witness.SDPA if 'scaled_dot_product' in entry else entry}")
+            for path in self._paths(name):
+                if path != witness.SDPA and path not in self.watched:
+                    raise ValueError(f"forbid({name!r}): the grader did not find this name in the test cells when "
+                                     "the kernel started: write forbid's names as string literals")
+                pairs.append(f"{name}{witness.PAIR}{path}")
         number, box = self._witness("watch", witness.ITEM.join(pairs), witness.ITEM.join(keywords))
         self.watching = number
         if self._seen(number, box) is None:  # the watch did not begin now: no report of this cell is believed
             self.watching = -1
+
+    def _paths(self, name: str) -> list[str]:
+        """The dotted paths the witness watches for a name a test forbids: the name with the notebook's imports
+        (`nn.MultiheadAttention` → `torch.nn.MultiheadAttention`) and the operation's other entry points
+        (`OPERATIONS`); `witness.SDPA` for scaled dot-product attention (all of the dispatcher's)."""
+        root, _, rest = name.partition(".")
+        path = ".".join([self.aliases.get(root, root), *([rest] if rest else [])])
+        return [witness.SDPA if "scaled_dot_product" in entry else entry for entry in [path, *OPERATIONS.get(path, ())]]
+
+    def watched_paths(self, sources: Iterable[str]) -> list[str]:
+        """The paths of every function the test cells in `sources` may forbid (the names their `forbid(…)` calls
+        give as string literals): the kernel's witness puts a report first in each when it starts (witness.py)."""
+        found: set[str] = set()
+        for source in sources:
+            tree = syntax.python_source(source)
+            for node in ast.walk(tree) if tree is not None else ():
+                function = node.func if isinstance(node, ast.Call) else None
+                if (isinstance(function, ast.Name) and function.id == "forbid"
+                        or isinstance(function, ast.Attribute) and function.attr == "forbid"):
+                    assert isinstance(node, ast.Call)
+                    found.update(path for arg in node.args[1:] if isinstance(arg, ast.Constant)
+                                 and isinstance(arg.value, str) and not arg.value.endswith("=")
+                                 for path in self._paths(arg.value) if path != witness.SDPA)
+        self.watched = found
+        return sorted(found)
 
     def _witness(self, op: str, *fields: str) -> tuple[int, Any]:
         """Send a signed, numbered command to the kernel's witness; returns (its number, the kernel's answer)."""

@@ -1,6 +1,6 @@
 """The witness of forbidden calls: what the grader learns about them from a kernel, kept out of the student's reach.
 
-`install(key)` runs in a grading kernel before any of the student's code (the grader's first request, `start`,
+`install(key, paths)` runs in a grading kernel before any of the student's code (the grader's first request, `start`,
 carries a key of its own for this kernel). From then on:
 
 - **torch's dispatcher** runs the course's kernels for every aten operation of scaled dot-product attention:
@@ -9,19 +9,24 @@ carries a key of its own for this kernel). From then on:
   memory-efficient, cuDNN, the CPU flash kernel, `_native_multi_head_attention`, the fused transformer layer…)
   reports and fails. Every path to these operations (another thread, TorchScript, compiled code, `torch.ops`,
   inference mode, CPU or CUDA) goes through the dispatcher, and no original kernel is left to call.
-- **A Python audit hook** (`sys.addaudithook`: it cannot be removed) receives those reports and, while a test
-  that forbids something runs, the calls of forbidden Python functions (by their code objects, found when the
-  witness was installed) through a profile function set in that thread and in every thread started later.
+- **The forbidden Python functions report themselves.** At `start` the grader names every function or class its
+  tests may forbid (`d2l.masked_softmax`, `nn.MultiheadAttention` and its functional core…); each of their
+  functions gets a call to `sys.audit` as its first instruction (`bytecode.py`), in place, so that every call
+  reports, from any thread (however it was started) and any Python path, and no unwatched copy of the code is
+  left. TorchScript calls them back in Python (`torch.jit.ignore`) and cannot read their source to copy it; a
+  call made while something records the computation to replay it later (`torch.jit.trace`, torch.fx, `make_fx`)
+  marks the function as captured, and every later test that forbids it finds it used.
+- **A Python audit hook** (`sys.addaudithook`: it cannot be removed) receives those reports and keeps, while a
+  test that forbids something runs, the forbidden calls and where the student's code made them.
 - Its state, the dispatcher registrations and the key live in functions whose globals are a private dictionary,
   reachable only through `gc` (which the hook sees first). Nothing it does looks a name up in a module the
   student's code could change, and it never touches the student's objects beyond their type.
 - The grader's commands (`watch`, `report`, `end`) are signed with the key and numbered; the answers to `watch`
   and `report` are signed too, so a watch held back by the student's code until the report is asked for shows.
-  Code that could reach the witness's state or switch its profile function off (`gc`, `ctypes`,
-  `sys.setprofile`/`settrace` from the student's code or during a watched test, a thread started or running
-  without the profile function, opening the process's memory) makes the hook forget the key at once: every
-  later report then fails the grader's check, and the grader holds the submission for review (see
-  `remote.Session.forbidden_message`).
+  Code that could reach the witness's state or undo the reporting (`gc`, `ctypes`, opening the process's memory,
+  giving a watched function other code or building a function or code object from a watched function's code)
+  makes the hook forget the key at once: every later report then fails the grader's check, and the grader holds
+  the submission for review (see `remote.Session.forbidden_message`).
 - **Other processes** are not watched (a forked child inherits the hook, but its reports never reach the grader;
   a new interpreter has none), so a test that forbids something forgets the key too when the kernel has a child
   process as the watch begins or is reported on, when a child ended during the watch (a child waited for adds to
@@ -38,11 +43,15 @@ import math
 import os
 import resource
 import sys
-import threading
 import types
+from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.fx._symbolic_trace as fx_trace
+from torch._jit_internal import FunctionModifiers
+
+from . import bytecode
 
 # the operations whose every entry point is watched: aten operator names containing one of these (backward
 # operators are only reached through their forward one)
@@ -51,10 +60,10 @@ FAMILY = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn
 COMPUTED = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math")  # the rest fail
 KEYS = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
 SDPA = "sdpa"  # the path the grader sends for every entry point of scaled dot-product attention
-WATCHED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "d2l.torch")
 TAMPER = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "ctypes.dlopen", "ctypes.dlsym",
-          "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
-          "sys.setprofile", "sys.settrace"}
+          "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at"}
+CODE = {"object.__setattr__", "function.__new__", "code.__new__"}  # a function given other code, or code built
+CALL = "attncourse.call"  # the event a watched function raises first: (its token,)
 PROCESS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.system", "os.spawn", "subprocess.Popen"}
 SEP, ITEM, PAIR = "\x1e", "\x1f", "\x1d"  # fields, items and label/path of a command (split by str methods only)
 _installed: list[bool] = []
@@ -115,28 +124,26 @@ def _command(text: Any, mac: Any, box: Any) -> None:
     _G["LAST"][0] = number
     watch = _G["WATCH"]
     if fields[1] == "watch":
-        watch["n"], watch["codes"], watch["sdpa"], watch["gqa"] = number, {}, None, None
+        watch["n"], watch["tokens"], watch["sdpa"], watch["gqa"] = number, {}, None, None
         _G["USED"].clear()
         for item in fields[2].split(ITEM) if fields[2] else []:
             label, path = item.split(PAIR)
             if path == SDPA:
                 watch["sdpa"] = label
-            for code in _G["TABLE"].get(path, ()):
-                watch["codes"][code] = label
+            for token in _G["TABLE"].get(path, ()):
+                watch["tokens"][token] = label
+                if token in _G["CAPTURED"]:  # recorded earlier to be replayed without calling it
+                    _G["USED"].setdefault(label, _G["CAPTURED"][token])
         for keyword in fields[3].split(ITEM) if fields[3] else []:
             if keyword == "enable_gqa":
                 watch["gqa"] = keyword + "="
-        _set_profile(_G["PROFILE"])
-        _check_threads()
         _check_children(True)
         _answer(number, box)  # the grader checks that the watch began now, not when a later command came
     elif fields[1] == "report":
-        _check_threads()
         _check_children(False)
         _answer(number, box)
     elif fields[1] == "end":
         watch["n"] = None
-        _set_profile(None)
 
 
 def _answer(number: int, box: list[str]) -> None:
@@ -144,23 +151,6 @@ def _answer(number: int, box: list[str]) -> None:
     report = _G["repr"]((number, _G["WATCH"]["n"], _G["sorted"](_G["USED"].items()), _G["list"](_G["TAMPERED"])))
     _G["list_append"](box, report)
     _G["list_append"](box, _sign(report))
-
-
-def _check_threads() -> None:
-    """Every thread started since `install` runs with the profile function: threading still gives it to new
-    threads (a thread started without it may have ended by now), and one that got past starting (a frame outside
-    threading.py) without it was started after `threading.setprofile` was changed."""
-    if _G["THREADING"].get("_profile_hook") is not _G["PROFILE"]:
-        _forget("线程没有 profile 函数")
-        return
-    for ident, frame in _G["current_frames"]().items():
-        if ident in _G["SEEN"] or ident in _G["BEFORE"]:
-            continue
-        while frame is not None:
-            if frame.f_code.co_filename != _G["THREADING_FILE"]:
-                _forget("线程没有 profile 函数")
-                return
-            frame = frame.f_back
 
 
 def _read(path: str) -> str | None:
@@ -219,22 +209,47 @@ def _check_children(begin: bool) -> None:
         _forget("测试中有子进程结束")
 
 
-def _set_profile(function: Any) -> None:
-    _G["SELF"][0] = True
-    try:
-        _G["setprofile"](function)
-    finally:
-        _G["SELF"][0] = False
+def _capturing(frame: Any) -> bool:
+    """Whether the computation is being recorded to be replayed without Python: `torch.jit.trace` (torch's
+    tracing state), torch.fx's `symbolic_trace` or `make_fx` (a frame of `Tracer.trace`, or fx's flag), a CUDA
+    graph."""
+    if _G["tracing_state"]() is not None or _G["getattr"](_G["FX_FLAG"], "flag", False) is True:
+        return True
+    if _G["cuda_initialized"]() and _G["cuda_capturing"]():
+        return True
+    while frame is not None:
+        if frame.f_code is _G["FX_TRACE"]:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _copied(code: Any) -> bool:
+    """Whether `code` is a watched function's code, before or after its report was put in, or code built to look
+    like it (its name and file)."""
+    return type(code) is _G["CodeType"] and (code.co_code in _G["BYTES"] or (code.co_filename, code.co_name) in
+                                             _G["NAMES"])
+
+
+def _by_dynamo(frame: Any) -> bool:
+    """torch.compile's bytecode rewriting (which keeps the report: the call it cannot compile runs as Python)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_G["DYNAMO"]):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     watch = _G["WATCH"]
-    if event == "attncourse.call":  # the profile function: (frame, what, arg)
-        if (watch["n"] is not None and len(args) == 3 and type(args[0]) is _G["FrameType"]
-                and type(args[1]) is str and args[1] == "call"):
-            label = watch["codes"].get(args[0].f_code)
+    if event == CALL:  # a watched function's first instruction: (its token,)
+        if len(args) == 1 and type(args[0]) is int:
+            frame = _G["getframe"](1)
+            label = watch["tokens"].get(args[0]) if watch["n"] is not None else None
             if label is not None:
-                _record(label, args[0].f_back)
+                _record(label, frame)
+            if args[0] not in _G["CAPTURED"] and _capturing(frame):
+                _G["CAPTURED"][args[0]] = _where(frame)
         return
     if event == "attncourse.sdpa":  # (enable_gqa,) from the dispatcher's kernel
         if watch["n"] is not None and watch["sdpa"] is not None:
@@ -260,20 +275,29 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if (type(path) is str and path.endswith("/mem")) or (type(path) is bytes and path.endswith(b"/mem")):
             _forget("读取了进程内存")
         return
-    if event not in TAMPER:
+    if event == "exec":  # (code,): a module of the watched functions run again makes fresh, unwatched copies
+        if args and type(args[0]) is _G["CodeType"] and args[0].co_filename in _G["FILES"]:
+            _forget("重新运行了被监视函数所在的模块")
         return
-    caller = _G["getframe"](1)
-    if event in ("sys.setprofile", "sys.settrace"):
-        if _G["SELF"][0]:
-            return
-        if caller is not None and caller.f_code is _G["BOOTSTRAP_INNER"]:  # a thread starting
-            if event == "sys.setprofile" and _G["THREADING"].get("_profile_hook") is _G["PROFILE"]:
-                _G["SEEN"].add(_G["get_ident"]())
-            else:
-                _forget("换掉了线程的 profile 函数")
-        elif watch["n"] is not None or _student_caused(caller):
-            _forget(f"调用了 {event}")
-    elif _student_caused(caller):
+    if event in CODE:
+        if event == "object.__setattr__":  # (object, name, value)
+            if len(args) != 3 or type(args[1]) is not str or args[1] != "__code__":
+                return
+            if type(args[0]) is _G["FunctionType"] and args[0].__code__ in _G["INJECTED"]:
+                _forget("改动了被监视函数的代码")
+                return
+            code = args[2]
+        elif event == "function.__new__":  # (code,)
+            code = args[0] if args else None
+        else:  # code.__new__: (co_code, co_filename, co_name, …)
+            code = None
+            if (len(args) > 2 and type(args[0]) is bytes and (args[0] in _G["BYTES"] or (args[1], args[2]) in
+                                                              _G["NAMES"]) and not _by_dynamo(_G["getframe"](1))):
+                _forget("复制了被监视函数的代码")
+        if code is not None and _copied(code) and not _by_dynamo(_G["getframe"](1)):
+            _forget("复制了被监视函数的代码")
+        return
+    if event in TAMPER and _student_caused(_G["getframe"](1)):
         _forget(f"调用了 {event}")
 
 
@@ -328,61 +352,77 @@ def _kernel(function: Any, **bound: Any) -> Any:
     return copy
 
 
-def _codes(obj: object) -> list[types.CodeType]:
-    """The code objects of a Python function, or of every function a class defines itself."""
+def _functions(obj: object) -> list[types.FunctionType]:
+    """A Python function and those it wraps, or those of every function a class defines itself."""
     found = []
-    for value in (vars(obj).values() if isinstance(obj, type) else [obj]):
+    for value in (list(vars(obj).values()) if isinstance(obj, type) else [obj]):
         value = getattr(value, "__func__", value)
-        while hasattr(value, "__wrapped__"):
-            found.append(getattr(value, "__code__", None))
-            value = value.__wrapped__
-        found.append(getattr(value, "__code__", None))
-    return [c for c in found if isinstance(c, types.CodeType)]
+        while isinstance(value, types.FunctionType):
+            found.append(value)
+            value = getattr(value, "__wrapped__", None)
+    return found
 
 
-def _table() -> dict[str, tuple[types.CodeType, ...]]:
-    """{dotted path: code objects} of what a test may forbid, taken before any of the student's code ran."""
+def _watch_functions(paths: Iterable[str], g: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Put a report first in the functions of every dotted path in `paths` (`bytecode.report_first`) and keep in
+    `g` what the hook needs to see their code copied; returns {path: their tokens}."""
     import importlib
-    table: dict[str, tuple[types.CodeType, ...]] = {}
-    for module_name in WATCHED_MODULES:
+    functions: list[types.FunctionType] = []
+    table: dict[str, tuple[int, ...]] = {}
+    for path in paths:
+        module_name, _, name = path.rpartition(".")
         try:
-            module = importlib.import_module(module_name)
+            value = vars(importlib.import_module(module_name)).get(name)
         except ImportError:
             continue
-        for name, value in list(vars(module).items()):
-            if isinstance(value, (type, types.FunctionType)):
-                codes = tuple(_codes(value))
-                if codes:
-                    table[f"{module_name}.{name}"] = codes
+        tokens = []
+        for function in _functions(value):
+            if function not in functions:
+                functions.append(function)
+            tokens.append(functions.index(function))
+        if tokens:
+            table[path] = tuple(tokens)
+    for token, function in enumerate(functions):
+        code = function.__code__
+        function.__code__ = bytecode.report_first(code, sys.audit, CALL, token, first_line=1)
+        function._torchscript_modifier = FunctionModifiers.IGNORE  # type: ignore[attr-defined]
+        g["INJECTED"].add(function.__code__)
+        g["BYTES"].update((code.co_code, function.__code__.co_code))
+        g["NAMES"].add((code.co_filename, code.co_name))
+        g["FILES"].add(code.co_filename)
     return table
 
 
-def install(key: bytes) -> None:
-    """Install the witness in this process (once): the dispatcher's kernels, the audit hook, the profile function
-    of later threads. Call before any of the student's code runs."""
+def install(key: bytes, paths: Iterable[str] = ()) -> None:
+    """Install the witness in this process (once): the dispatcher's kernels, the reports of the functions at
+    `paths` (dotted, as `remote.Session.watched_paths` gives them), the audit hook. Call before any of the
+    student's code runs."""
     if _installed:
         return
     _installed.append(True)
     g: dict[str, Any] = {"__builtins__": dict(vars(builtins))}
-    g.update({"KEY": bytearray(key), "LAST": [0], "USED": {}, "TAMPERED": [], "SELF": [False], "LIBS": _libraries(),
-              "WATCH": {"n": None, "codes": {}, "sdpa": None, "gqa": None, "ended": set(), "usage": ()},
-              "TABLE": _table(),
-              "audit": sys.audit, "getframe": sys._getframe, "setprofile": sys.setprofile,
+    g.update({"KEY": bytearray(key), "LAST": [0], "USED": {}, "TAMPERED": [], "LIBS": _libraries(),
+              "WATCH": {"n": None, "tokens": {}, "sdpa": None, "gqa": None, "ended": set(), "usage": ()},
+              "CAPTURED": {}, "INJECTED": set(), "BYTES": set(), "NAMES": set(), "FILES": set(),
+              "audit": sys.audit, "getframe": sys._getframe,
               "digest": __import__("_hashlib").hmac_digest, "compare": hmac.compare_digest, "bytes": bytes,
               "int": int, "repr": repr, "sorted": sorted, "list": list, "list_append": list.append,
-              "RuntimeError": RuntimeError, "FrameType": types.FrameType,
-              "THREADING": vars(threading), "THREADING_FILE": threading.__file__,
-              "BOOTSTRAP_INNER": vars(threading.Thread)["_bootstrap_inner"].__code__, "SEEN": set(),
-              "BEFORE": set(sys._current_frames()), "current_frames": sys._current_frames,
-              "get_ident": threading.get_ident, "urandom": os.urandom, "str": str, "tuple": tuple,
+              "getattr": getattr, "RuntimeError": RuntimeError, "FunctionType": types.FunctionType,
+              "CodeType": types.CodeType, "tracing_state": torch._C._get_tracing_state,
+              "FX_FLAG": fx_trace._is_fx_tracing_tls, "FX_TRACE": fx_trace.Tracer.trace.__code__,
+              "cuda_initialized": torch.cuda.is_initialized,
+              "cuda_capturing": torch._C._cuda_isCurrentStreamCapturing if torch.cuda.is_available() else bool,
+              "DYNAMO": os.path.join(os.path.dirname(torch.__file__), "_dynamo", ""),
+              "urandom": os.urandom, "str": str, "tuple": tuple,
               "getpid": os.getpid, "listdir": os.listdir, "os_open": os.open, "os_read": os.read,
               "os_close": os.close, "O_RDONLY": os.O_RDONLY, "rusage": resource.getrusage,
               "RUSAGE_CHILDREN": resource.RUSAGE_CHILDREN, "getsignal": _signal.getsignal,
-              "SIGCHLD": _signal.SIGCHLD, "SIG_IGN": _signal.SIG_IGN,
-              "PROFILE": types.MethodType(sys.audit, "attncourse.call")})
-    g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER, "PROCESS": PROCESS})
-    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _check_threads, _read,
-                     _children, _check_children, _set_profile, _hook):
+              "SIGCHLD": _signal.SIGCHLD, "SIG_IGN": _signal.SIG_IGN})
+    g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER, "PROCESS": PROCESS,
+              "CODE": CODE, "CALL": CALL})
+    g["TABLE"] = _watch_functions(paths, g)
+    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _read, _children,
+                     _check_children, _capturing, _copied, _by_dynamo, _hook):
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel
     library = torch._C._dispatch_library("IMPL", "aten", "")
@@ -398,7 +438,6 @@ def install(key: bytes) -> None:
                 library.impl(name, dispatch_key, kernel)
     g["LIBRARY"] = library  # the registrations last as long as the process
     sys.addaudithook(g["_hook"])
-    threading.setprofile(g["PROFILE"])
 
 
 def command(text: str, mac: str) -> list[str]:

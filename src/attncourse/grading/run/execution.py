@@ -290,7 +290,9 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         sandboxed = isinstance(provisioner, PreloadedProvisioner) and provisioner.sandboxed
         key = os.urandom(32)  # the kernel's witness of forbidden calls signs its reports with it (witness.py)
         try:
+            watched = self.session.watched_paths(self.instructor.sources[name] for name in self.instructor.tests)
             first = {"op": "start", "args": {"chars": 2 * self.max_output_bytes, "witness_key": key.hex(),
+                                             "watched": watched,
                                              "address": PROBE_ADDRESS if sandboxed else remote.LOOPBACK}}
             reply = await remote.start(kc, self.km, first, self.startup_timeout, self.interrupt_grace)
         except (remote.KernelLost, remote.KernelTimeout):
