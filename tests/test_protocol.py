@@ -175,6 +175,25 @@ def test_the_graders_references_do_not_see_the_students_rebound_names(monkeypatc
     assert len(verdicts) == 2 and all(v.passed for v in verdicts.values()), {k: v.message for k, v in verdicts.items()}
 
 
+def test_the_witness_is_told_every_python_function_the_tests_may_forbid():
+    """At kernel start the grader names, with the notebook's imports, the Python functions the test cells' forbid()
+    calls name (SDPA is the dispatcher's, keywords are not functions); a name it did not find then is refused."""
+    session = Session(lambda request: {}, ["from d2l import torch as d2l\nfrom torch import nn\n"
+                                           "import torch.nn.functional as F"])
+    tests = ["from attncourse.checks import forbid\nforbid('a', 'd2l.masked_softmax', 'F.scaled_dot_product_attention')",
+             "import attncourse.checks as c\nc.forbid('b', 'nn.MultiheadAttention', 'enable_gqa=', reason='x')",
+             "x = 1", "not python ("]
+    assert session.watched_paths(tests) == ["d2l.torch.masked_softmax", "torch.nn.MultiheadAttention",
+                                            "torch.nn.functional.multi_head_attention_forward"]
+    session.witness_key = b"k" * 32
+    with pytest.raises(ValueError, match="d2l.DotProductAttention"):
+        session.forbid("a", ["d2l.DotProductAttention"], "")
+    sources = [c.source for unit in ("a1_scoring", "a2_multihead", "a3_gqa", "a4_rope_mla")
+               for c in _unit(unit)[0].cells if is_test_cell(c)]
+    assert {"d2l.torch.masked_softmax", "d2l.torch.MultiHeadAttention", "torch.nn.MultiheadAttention"} <= set(
+        Session(lambda request: {}, _unit("a1_scoring")[1]).watched_paths(sources))
+
+
 @pytest.mark.slow  # a real kernel
 def test_a_kernel_stops_sending_a_cells_output_past_its_limit():
     """What a flood costs the grader: past the limit one note, then nothing, for the cell's own prints, a
