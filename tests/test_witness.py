@@ -30,6 +30,15 @@ DPA = """class DotProductAttention(nn.Module):
 HONEST_OUTPUT = "torch.bmm(self.dropout(self.attention_weights), values)"
 FORBID_MHA = ("from attncourse.checks import forbid\nforbid('attend', 'nn.MultiheadAttention')\n"
               "assert attend(torch.ones(2, 1, 3)).shape == (2, 1, 3)\n")
+# a function whose code's names are a str subclass with methods of the student's
+ODD_NAMES = """class _Name(str):
+    def startswith(self, *args):
+        raise RuntimeError("the hook ran the student's method")
+    __hash__ = __eq__ = startswith
+def _answer(X, valid_lens):
+    return d2l.masked_softmax(X, valid_lens)
+masked_softmax = type(_answer)(_answer.__code__.replace(co_filename=_Name("lib"), co_name=_Name("f")), globals())
+"""
 # a thread started by _thread (threading is not involved) that ends before the report
 RAW_THREAD = """import _thread
 def masked_softmax(X, valid_lens):
@@ -129,6 +138,8 @@ CASES = {
                         "test_masked_softmax", ()),
     "setprofile": ({"masked_softmax": "import sys\n" + MASKED.format(body="    sys.setprofile(None)\n")},
                    "test_masked_softmax", ()),
+    # code whose names are a str subclass: the hook never runs their methods (they could reach its frames)
+    "odd_names": ({"masked_softmax": ODD_NAMES}, "test_masked_softmax", ()),
     # TorchScript calls the forbidden module back in Python
     "scripted_module": ("_m = torch.jit.script(nn.MultiheadAttention(3, 1))\n"
                         "def attend(x):\n    return _m(x, x, x)[0]", [FORBID_MHA], ()),
@@ -245,7 +256,7 @@ def verdicts():
 @pytest.mark.parametrize("case", ["alias", "sdpa", "rebound", "by_string", "ops", "fused_op", "partial", "exec",
                                   "d2l_class", "pool_sdpa", "pool_python", "torchscript", "mode_stack", "module_state",
                                   "keyword", "functional_core", "raw_thread", "profile_restored", "unprofiled_pool",
-                                  "setprofile", "scripted_module", *CAPTURES])
+                                  "setprofile", "odd_names", "scripted_module", *CAPTURES])
 def test_a_forbidden_call_fails_its_question_on_every_path(verdicts, case):
     got = verdicts[case]
     assert got["tests"] and not got["tampered"], got

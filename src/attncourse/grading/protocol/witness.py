@@ -79,11 +79,18 @@ def _libraries() -> tuple[str, ...]:
                          os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "<frozen"}))
 
 
+def _under(name: Any, prefixes: Any) -> bool:
+    """Whether a code object's file name starts with one of `prefixes`. Code can be built with a `str` subclass
+    for its names, whose methods would run the student's code here: such a name is no library's."""
+    return type(name) is str and _G["startswith"](name, prefixes)
+
+
 def _where(frame: Any) -> list[Any] | None:
     """[function, line] of the nearest frame, from `frame` outwards, that is not a library's."""
     while frame is not None:
-        if not frame.f_code.co_filename.startswith(_G["LIBS"]):
-            return [frame.f_code.co_name, frame.f_lineno]
+        if not _under(frame.f_code.co_filename, _G["LIBS"]):
+            name = frame.f_code.co_name
+            return [name if type(name) is str else "?", frame.f_lineno]
         frame = frame.f_back
     return None
 
@@ -227,14 +234,18 @@ def _capturing(frame: Any) -> bool:
 def _copied(code: Any) -> bool:
     """Whether `code` is a watched function's code, before or after its report was put in, or code built to look
     like it (its name and file)."""
-    return type(code) is _G["CodeType"] and (code.co_code in _G["BYTES"] or (code.co_filename, code.co_name) in
-                                             _G["NAMES"])
+    return type(code) is _G["CodeType"] and (code.co_code in _G["BYTES"] or _named(code.co_filename, code.co_name))
+
+
+def _named(filename: Any, name: Any) -> bool:
+    """Whether (file, name) is a watched function's (exact `str`s only, see `_under`)."""
+    return type(filename) is str and type(name) is str and (filename, name) in _G["NAMES"]
 
 
 def _by_dynamo(frame: Any) -> bool:
     """torch.compile's bytecode rewriting (which keeps the report: the call it cannot compile runs as Python)."""
     while frame is not None:
-        if frame.f_code.co_filename.startswith(_G["DYNAMO"]):
+        if _under(frame.f_code.co_filename, _G["DYNAMO"]):
             return True
         frame = frame.f_back
     return False
@@ -276,7 +287,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             _forget("读取了进程内存")
         return
     if event == "exec":  # (code,): a module of the watched functions run again makes fresh, unwatched copies
-        if args and type(args[0]) is _G["CodeType"] and args[0].co_filename in _G["FILES"]:
+        if args and type(args[0]) is _G["CodeType"] and type(args[0].co_filename) is str and \
+                args[0].co_filename in _G["FILES"]:
             _forget("重新运行了被监视函数所在的模块")
         return
     if event in CODE:
@@ -291,8 +303,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             code = args[0] if args else None
         else:  # code.__new__: (co_code, co_filename, co_name, …)
             code = None
-            if (len(args) > 2 and type(args[0]) is bytes and (args[0] in _G["BYTES"] or (args[1], args[2]) in
-                                                              _G["NAMES"]) and not _by_dynamo(_G["getframe"](1))):
+            if (len(args) > 2 and type(args[0]) is bytes and (args[0] in _G["BYTES"] or _named(args[1], args[2]))
+                    and not _by_dynamo(_G["getframe"](1))):
                 _forget("复制了被监视函数的代码")
         if code is not None and _copied(code) and not _by_dynamo(_G["getframe"](1)):
             _forget("复制了被监视函数的代码")
@@ -407,7 +419,7 @@ def install(key: bytes, paths: Iterable[str] = ()) -> None:
               "audit": sys.audit, "getframe": sys._getframe,
               "digest": __import__("_hashlib").hmac_digest, "compare": hmac.compare_digest, "bytes": bytes,
               "int": int, "repr": repr, "sorted": sorted, "list": list, "list_append": list.append,
-              "getattr": getattr, "RuntimeError": RuntimeError, "FunctionType": types.FunctionType,
+              "getattr": getattr, "startswith": str.startswith, "RuntimeError": RuntimeError, "FunctionType": types.FunctionType,
               "CodeType": types.CodeType, "tracing_state": torch._C._get_tracing_state,
               "FX_FLAG": fx_trace._is_fx_tracing_tls, "FX_TRACE": fx_trace.Tracer.trace.__code__,
               "cuda_initialized": torch.cuda.is_initialized,
@@ -421,7 +433,7 @@ def install(key: bytes, paths: Iterable[str] = ()) -> None:
     g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER, "PROCESS": PROCESS,
               "CODE": CODE, "CALL": CALL})
     g["TABLE"] = _watch_functions(paths, g)
-    for function in (_where, _student_caused, _forget, _record, _sign, _command, _answer, _read, _children,
+    for function in (_under, _named, _where, _student_caused, _forget, _record, _sign, _command, _answer, _read, _children,
                      _check_children, _capturing, _copied, _by_dynamo, _hook):
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel
