@@ -5,6 +5,7 @@ so each case that switches it off gets a process of its own.
 
 Run as a script (`python tests/test_witness.py CASE...`) it grades the cases and prints their verdicts as JSON.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +17,9 @@ import pytest
 pytestmark = pytest.mark.slow  # processes that import torch and d2l: about 20 s before the first verdict
 
 ROOT = Path(__file__).resolve().parent.parent
+_SPEC = importlib.util.spec_from_file_location("hostile", ROOT / "catalog" / "hostile.py")
+HOSTILE = importlib.util.module_from_spec(_SPEC)  # the hostile class's sources, for the cases it shares
+_SPEC.loader.exec_module(HOSTILE)
 
 DPA = """class DotProductAttention(nn.Module):
     def __init__(self, dropout):
@@ -38,15 +42,6 @@ ODD_NAMES = """class _Name(str):
 def _answer(X, valid_lens):
     return d2l.masked_softmax(X, valid_lens)
 masked_softmax = type(_answer)(_answer.__code__.replace(co_filename=_Name("lib"), co_name=_Name("f")), globals())
-"""
-# a thread started by _thread (threading is not involved) that ends before the report
-RAW_THREAD = """import _thread
-def masked_softmax(X, valid_lens):
-    out, done = [], _thread.allocate_lock()
-    done.acquire()
-    _thread.start_new_thread(lambda: (out.append(d2l.masked_softmax(X, valid_lens)), done.release()), ())
-    done.acquire()
-    return out[0]
 """
 # a thread started while threading's profile function is taken away through a computed name, put back before the
 # report
@@ -131,7 +126,7 @@ CASES = {
                                    "attend(torch.ones(2, 1, 3))\n"], ()),
     # threads the watch never gave anything to: started by _thread itself, after threading's profile function was
     # removed (and put back), or a pool started without it; the forbidden Python function reports from any thread
-    "raw_thread": ({"masked_softmax": RAW_THREAD}, "test_masked_softmax", ()),
+    "raw_thread": ({"masked_softmax": HOSTILE.RAW_THREAD}, "test_masked_softmax", ()),
     "profile_restored": ({"masked_softmax": PROFILE_RESTORED}, "test_masked_softmax", ()),
     "unprofiled_pool": ({"masked_softmax": "import threading\nthreading.setprofile(None)\n" + POOL + "\n"
                          "def masked_softmax(X, valid_lens):\n    return _pool.submit(d2l.masked_softmax, X, valid_lens).result()\n"},
@@ -163,23 +158,13 @@ def _delayed(text, mac):
     return _real(text, mac)
 _ops["wit" + "ness"] = _delayed
 """
-# a right masked softmax of the student's own, whose code the student gives to d2l's
-OWN_MASKED = """def _own(X, valid_lens):
-    if valid_lens is None:
-        return torch.softmax(X, dim=-1)
-    if valid_lens.dim() == 1:
-        valid_lens = valid_lens[:, None].expand(X.shape[0], X.shape[1])
-    keep = torch.arange(X.shape[-1], device=X.device) < valid_lens[..., None]
-    return torch.softmax(X.float().masked_fill(~keep, float("-inf")), dim=-1).to(X.dtype)
-"""
 # switching the witness off, one case per way it notices (a gc event, a watched function given other code, a copy
 # of its code without the report, its module run again for fresh copies), each in a process of its own: the witness forgets its key for good. Replacing
 # the probe's requests or reaching it through frames (hostile cases w75, w76) are caught by the signature, as these
 # are.
 SWITCHED_OFF = {
     "gc": ({"masked_softmax": "import gc\n_all = gc.get_objects()\n" + MASKED.format(body="")}, "test_masked_softmax", ()),
-    "code_swapped": ({"masked_softmax": OWN_MASKED + "d2l.masked_softmax.__code__ = _own.__code__\n"
-                      "masked_softmax = d2l.masked_softmax\n"}, "test_masked_softmax", ()),
+    "code_swapped": ({"masked_softmax": HOSTILE.CODE_SWAPPED}, "test_masked_softmax", ()),
     "code_copied": ({"masked_softmax": "_c = d2l.masked_softmax.__code__\n"
                      "_f = type(d2l.masked_softmax)(_c.replace(co_consts=_c.co_consts[:-3] + (print, '', 0)), vars(d2l))\n"
                      "masked_softmax = _f\n"}, "test_masked_softmax", ()),
