@@ -32,6 +32,7 @@ DPA = """class DotProductAttention(nn.Module):
         return {output}
 """
 HONEST_OUTPUT = "torch.bmm(self.dropout(self.attention_weights), values)"
+CHILD_SDPA = "from attncourse.checks import forbid\nforbid('attend', 'F.scaled_dot_product_attention')\nattend(torch.ones(1, 2, 3))\n"
 FORBID_MHA = ("from attncourse.checks import forbid\nforbid('attend', 'nn.MultiheadAttention')\n"
               "assert attend(torch.ones(2, 1, 3)).shape == (2, 1, 3)\n")
 # a function whose code's names are a str subclass with methods of the student's
@@ -184,12 +185,18 @@ CAPTURES = {
                 "def attend(x):\n    return _g(x)", [FORBID_MHA], ()),
 }
 
+# flex_attention computes scaled dot-product attention in Python, without an SDPA operator, and in eager mode
+# through torch.compile, which loads libraries with ctypes: its call is found, or the submission is held (a
+# process of its own)
+FLEX = {"flex": ("from torch.nn.attention.flex_attention import flex_attention\n"
+                 "def attend(q):\n    return flex_attention(q[:, None], q[:, None], q[:, None])[:, 0]",
+                 [CHILD_SDPA.replace("ones(1, 2, 3)", "ones(1, 2, 4)")], ())}
+
 # the forbidden call made in another process, which the witness does not watch, one case per way it notices (each in
 # a process of its own, as the witness forgets its key): a pool forked in an answer cell (a child alive as the watch
 # begins; it inherits the witness, whose reports stay in the child), a fresh interpreter started by subprocess
 # during the test (an audit event), a spawn pool (its resource tracker lives on), a process started without an
 # audit event and waited for (its resource use), and the same with SIGCHLD ignored (reaped unseen)
-CHILD_SDPA = "from attncourse.checks import forbid\nforbid('attend', 'F.scaled_dot_product_attention')\nattend(torch.ones(1, 2, 3))\n"
 # a process started as spawn pools start theirs (no audit event), ended and waited for before the report
 UNAUDITED = """def attend(q):
     import multiprocessing.util, os
@@ -229,7 +236,7 @@ def _run(ids):
 def verdicts():
     switched = [subprocess.Popen([sys.executable, __file__, case], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, cwd=ROOT)
-                for case in [*SWITCHED_OFF, *CAPTURES, *CHILD_PROCESSES]]
+                for case in [*SWITCHED_OFF, *CAPTURES, *FLEX, *CHILD_PROCESSES]]
     found = _run(list(CASES))
     for process in switched:
         out, err = process.communicate(timeout=600)
@@ -269,6 +276,12 @@ def test_a_witness_switched_off_holds_the_submission(verdicts, case):
     assert got["tests"] and got["tampered"] and all("禁止函数的监视" in t for t in got["tampered"]), got
 
 
+def test_flex_attention_is_found_or_held(verdicts):
+    got = verdicts["flex"]
+    assert got["tests"] and (got["tampered"] or all(not passed and "本题不允许用" in message
+                                                    for passed, message in got["tests"].values())), got
+
+
 @pytest.mark.parametrize("case", list(CHILD_PROCESSES))
 def test_a_forbidden_call_in_another_process_holds_the_submission(verdicts, case):
     """A process the kernel starts is not watched: one that runs (or ended) while a test that forbids something
@@ -287,7 +300,7 @@ def _parts(case):
 
     from attncourse.grading.cells import grade_id, is_answer_cell, is_test_cell
     from attncourse.grading.syntax import only_imports
-    student, tests, extra = {**CASES, **SWITCHED_OFF, **CAPTURES, **CHILD_PROCESSES}[case]
+    student, tests, extra = {**CASES, **SWITCHED_OFF, **CAPTURES, **FLEX, **CHILD_PROCESSES}[case]
     if isinstance(student, dict):
         nb = nbformat.read(next((ROOT / "source" / "a1_scoring").glob("*.ipynb")), as_version=4)
         imports = [c.source for c in nb.cells if c.cell_type == "code" and not is_answer_cell(c)

@@ -35,7 +35,8 @@ from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvision
 from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
-PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline"]
+PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
+           "torch.nn.attention.flex_attention"]  # the last: the witness watches its functions (remote.OPERATIONS)
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>

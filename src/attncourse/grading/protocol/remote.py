@@ -27,8 +27,12 @@ from jupyter_core.utils import run_sync
 from .. import syntax
 from . import probe, wire, witness
 
-# the other entry points of a forbidden operation (SDPA's are all of the dispatcher's, see witness.py)
-OPERATIONS = {"torch.nn.MultiheadAttention": ["torch.nn.functional.multi_head_attention_forward"]}
+# the other entry points of a forbidden operation: SDPA's aten variants are all of the dispatcher's (witness.py),
+# flex_attention computes it in Python in eager mode (its operator and that operator's dense implementation)
+FLEX = "torch._higher_order_ops.flex_attention."
+OPERATIONS = {"torch.nn.MultiheadAttention": ["torch.nn.functional.multi_head_attention_forward"],
+              "torch.nn.functional.scaled_dot_product_attention": [
+                  FLEX + "FlexAttentionHOP", FLEX + "math_attention", FLEX + "_math_attention_inner"]}
 WITNESS_LOST = "禁止函数的监视没有如实报告（被停止或被改动），本次提交需人工复核"
 
 TRUSTED_MODULES = ("builtins", "types", "collections", "torch", "d2l")  # classes a proxy may claim to be
