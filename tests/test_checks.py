@@ -30,6 +30,11 @@ def test_feedback_shows_the_rows_in_a_fixed_width_font():
     assert _message_line("结果不一致") == "结果不一致"
 
 
+def test_feedback_shows_a_hints_experiment_as_code():
+    assert _message_line("试一试：`print(a < b)`，再 `x`") == "试一试：<code>print(a &lt; b)</code>，再 <code>x</code>"
+    assert _message_line("一个 ` 不成对") == "一个 ` 不成对"
+
+
 def test_half_precision_on_the_cpu_runs_the_first_row_of_a_table_and_everything_else_all_rows():
     table = ((4, 2), (6, 3), (8, 1))
     runs = {(device.type, dtype): configs(table, device, dtype) for device, dtype, _, _ in cases()}

@@ -14,6 +14,7 @@ traceback). A test's message formats values, never a string the student's code r
 import copy
 import html
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -59,11 +60,17 @@ def verdict(outputs: list[NotebookNode]) -> tuple[bool, str]:
     return False, f"未通过：{err.get('ename')}: {message}"
 
 
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
 def _message_line(line: str) -> str:
     """A line of a failed test's message as HTML; the rows that `attncourse.checks.differences` indents by two
-    spaces (位置 / 期望 / 实际) in a fixed-width font, so that their columns line up."""
+    spaces (位置 / 期望 / 实际) in a fixed-width font, so that their columns line up, and code between backticks
+    (the hints' experiments to try) as code."""
     text = html.escape(line)
-    return f'<span class="aligned">{text}</span>' if line.startswith("  ") else text
+    if line.startswith("  "):
+        return f'<span class="aligned">{text}</span>'
+    return CODE_SPAN.sub(r"<code>\1</code>", text)
 
 
 class FeedbackExporter(HTMLExporter):
