@@ -53,6 +53,10 @@ def test_grades_csv_and_report(course, tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "评分失败的提交" in text and "2023000004" in text and "待复核的提交" in text
     assert "| 2023000003 | 李四 | 5/7，其中 5 分待复核 |" in text
+    held = [o for o in outcomes if o.withheld]
+    settled = [o.score for o in outcomes if o.status.has_score and not o.withheld]
+    assert held and settled  # the mean leaves out a submission whose points wait for review
+    assert f"| {len(held)} | 1 | {sum(settled) / len(settled):.1f} |" in text.splitlines()[4]
     assert (tmp_path / "report" / "a-scores.png").is_file() and (tmp_path / "report" / "report.html").is_file()
 
 

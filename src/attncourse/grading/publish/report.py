@@ -137,25 +137,30 @@ def write_report(outcomes: Iterable[Outcome], out_dir: str | Path, test_cells: d
     by_assignment: defaultdict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_assignment[o.assignment].append(o)
-    lines = ["# 班级评分报告", "", "| 作业 | 提交数 | 已评分 | 评分失败 | 平均分 | 中位数 | 满分 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["# 班级评分报告", "", "| 作业 | 提交数 | 已评分 | 其中待复核 | 评分失败 | 平均分 | 中位数 | 满分 |",
+             "|---|---|---|---|---|---|---|---|"]
     sections = []
     for aid, items in sorted(by_assignment.items()):
         graded = [o for o in items if o.status.has_score]
         failed = [o for o in items if not o.status.has_score]
-        scores = sorted(o.score for o in graded if o.score is not None)  # every graded one has a score
+        # a submission with points held for review has no score yet: it is left out of the statistics
+        scores = sorted(o.score for o in graded if o.score is not None and not o.withheld)
+        waiting = len(graded) - len(scores)
         maximum = (graded[0].max_score or 0.0) if graded else 0
         mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
         median = f"{statistics.median(scores):g}" if scores else "—"
-        lines.append(f"| {aid} | {len(items)} | {len(graded)} | {len(failed)} | {mean} | {median} | {maximum:g} |")
+        lines.append(f"| {aid} | {len(items)} | {len(graded)} | {waiting} | {len(failed)} | {mean} | {median} | "
+                     f"{maximum:g} |")
         sec = [f"## {aid}", ""]
         if graded:
-            _histogram(scores, maximum, f"{aid}：得分分布（{len(graded)} 份已评分）", out_dir / f"{aid}-scores.png")
+            title = f"{aid}：得分分布（{len(scores)} 份" + (f"；{waiting} 份待复核，不计入）" if waiting else "）")
+            _histogram(scores, maximum, title, out_dir / f"{aid}-scores.png")
             sec += [f"![{aid} 得分分布]({aid}-scores.png)", ""]
             rates = {}
-            for cell in test_cells.get(aid, []):
-                full = [o for o in graded if cell in o.cells and o.cells[cell][0] >= o.cells[cell][1] > 0]
-                rates[cell] = len(full) / len(graded)
+            settled = [o for o in graded if not o.withheld]
+            for cell in test_cells.get(aid, []) if settled else []:
+                full = [o for o in settled if cell in o.cells and o.cells[cell][0] >= o.cells[cell][1] > 0]
+                rates[cell] = len(full) / len(settled)
             if rates:
                 _pass_rates(rates, f"{aid}：各测试单元格通过率", out_dir / f"{aid}-tests.png")
                 sec += [f"![{aid} 各测试通过率]({aid}-tests.png)", "", "| 测试单元格 | 满分通过率 |", "|---|---|"]
