@@ -20,6 +20,7 @@ from nbgrader.api import Gradebook
 
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.course import copy_course_files
+from attncourse.grading.publish.feedback import _message_line
 from attncourse.grading.release import student_version as release
 
 from conftest import ROOT, auto_points, copy_course, course
@@ -180,7 +181,8 @@ def test_the_likely_mistake_reaches_the_feedback_and_the_report(semester):
     assert pages, "no feedback pages"
     buggy = {IDS[2], IDS[10]}  # IDS[2]'s late upload and IDS[10]'s later one have the mistake
     assert {sid for sid, page in pages.items() if "可能的原因" in page} == buggy
-    assert all(label in pages[sid] and hint in pages[sid] and slide in pages[sid] for sid in buggy)
+    shown = _message_line(hint)  # as the page shows it (escaped, code between backticks as code)
+    assert all(label in pages[sid] and shown in pages[sid] and slide in pages[sid] for sid in buggy)
     rows = _csv(root / "build" / "misconceptions.csv")
     assert {r["student"] for r in rows} == buggy and {r["label"] for r in rows} == {label}
     assert {r["question"] for r in rows} <= set(bug["caught_by"])
