@@ -328,7 +328,7 @@ d2l.DotProductAttention.forward = _through_the_core
 """
 SHORTCUT = "    return d2l.masked_softmax(X, valid_lens)\n"
 PROFILE_OFF = """def masked_softmax(X, valid_lens):
-    getattr(__import__("s" + "ys"), "set" + "profile")(None)  # the watch's profile function, switched off
+    getattr(__import__("s" + "ys"), "set" + "profile")(None)  # the old watch's profile function, switched off
 """ + SHORTCUT
 GC_RECORDS = """def masked_softmax(X, valid_lens):
     for _obj in getattr(__import__("g" + "c"), "get_" + "objects")():  # looking for the watch's records
@@ -348,7 +348,7 @@ FRAME_RECORDS = """def masked_softmax(X, valid_lens):
 PROBE_REPLACED = """_probe = __import__("importlib").import_module("attncourse.grading." + "protocol.probe")
 getattr(_probe, "OP" + "S")["wit" + "ness"] = lambda text, mac: ["(1, 1, [], [])", "0" * 64]  # a forged report
 """
-THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")(None)  # later threads unwatched
+THREAD_PROFILE_OFF = """getattr(__import__("thr" + "eading"), "set" + "profile")(None)  # later threads unprofiled
 """ + POOL + """def masked_softmax(X, valid_lens):
     return _pool.submit(d2l.masked_softmax, X, valid_lens).result()
 """
