@@ -234,12 +234,14 @@ def _capturing(frame: Any) -> bool:
 def _copied(code: Any) -> bool:
     """Whether `code` is a watched function's code, before or after its report was put in, or code built to look
     like it (its name and file)."""
-    return type(code) is _G["CodeType"] and (code.co_code in _G["BYTES"] or _named(code.co_filename, code.co_name))
+    return type(code) is _G["CodeType"] and _like_watched(code.co_code, code.co_filename, code.co_name)
 
 
-def _named(filename: Any, name: Any) -> bool:
-    """Whether (file, name) is a watched function's (exact `str`s only, see `_under`)."""
-    return type(filename) is str and type(name) is str and (filename, name) in _G["NAMES"]
+def _like_watched(co_code: Any, filename: Any, name: Any) -> bool:
+    """Whether code with these bytes, file and name is a watched function's, before or after its report was put
+    in, or looks like it (exact `bytes` and `str`s only, see `_under`)."""
+    return ((type(co_code) is bytes and co_code in _G["BYTES"])
+            or (type(filename) is str and type(name) is str and (filename, name) in _G["NAMES"]))
 
 
 def _by_dynamo(frame: Any) -> bool:
@@ -303,8 +305,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             code = args[0] if args else None
         else:  # code.__new__: (co_code, co_filename, co_name, …)
             code = None
-            if (len(args) > 2 and type(args[0]) is bytes and (args[0] in _G["BYTES"] or _named(args[1], args[2]))
-                    and not _by_dynamo(_G["getframe"](1))):
+            if len(args) > 2 and _like_watched(args[0], args[1], args[2]) and not _by_dynamo(_G["getframe"](1)):
                 _forget("复制了被监视函数的代码")
         if code is not None and _copied(code) and not _by_dynamo(_G["getframe"](1)):
             _forget("复制了被监视函数的代码")
@@ -433,7 +434,7 @@ def install(key: bytes, paths: Iterable[str] = ()) -> None:
     g.update({"_G": g, "SEP": SEP, "ITEM": ITEM, "PAIR": PAIR, "SDPA": SDPA, "TAMPER": TAMPER, "PROCESS": PROCESS,
               "CODE": CODE, "CALL": CALL})
     g["TABLE"] = _watch_functions(paths, g)
-    for function in (_under, _named, _where, _student_caused, _forget, _record, _sign, _command, _answer, _read, _children,
+    for function in (_under, _like_watched, _where, _student_caused, _forget, _record, _sign, _command, _answer, _read, _children,
                      _check_children, _capturing, _copied, _by_dynamo, _hook):
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel

@@ -144,8 +144,9 @@ def write_report(outcomes: Iterable[Outcome], out_dir: str | Path, test_cells: d
         graded = [o for o in items if o.status.has_score]
         failed = [o for o in items if not o.status.has_score]
         # a submission with points held for review has no score yet: it is left out of the statistics
-        scores = sorted(o.score for o in graded if o.score is not None and not o.withheld)
-        waiting = len(graded) - len(scores)
+        settled = [o for o in graded if not o.withheld]
+        scores = sorted(o.score for o in settled if o.score is not None)  # every graded one has a score
+        waiting = len(graded) - len(settled)
         maximum = (graded[0].max_score or 0.0) if graded else 0
         mean = f"{sum(scores) / len(scores):.1f}" if scores else "—"
         median = f"{statistics.median(scores):g}" if scores else "—"
@@ -157,7 +158,6 @@ def write_report(outcomes: Iterable[Outcome], out_dir: str | Path, test_cells: d
             _histogram(scores, maximum, title, out_dir / f"{aid}-scores.png")
             sec += [f"![{aid} 得分分布]({aid}-scores.png)", ""]
             rates = {}
-            settled = [o for o in graded if not o.withheld]
             for cell in test_cells.get(aid, []) if settled else []:
                 full = [o for o in settled if cell in o.cells and o.cells[cell][0] >= o.cells[cell][1] > 0]
                 rates[cell] = len(full) / len(settled)
