@@ -20,8 +20,8 @@ from attncourse.grading import commands
 from attncourse.grading.authoring.variants import catalog_cases, deck_only, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id, has_hidden_tests, is_test_cell, test_cell_ids
 from attncourse.grading.course import AUTHORED, assignments, copy_course_files, nbgrader_config, use_this_environment
-from attncourse.grading.model import Status
-from attncourse.grading.records import Record, hold, outcome, write_record
+from attncourse.grading.model import Hold, HoldKind, Status
+from attncourse.grading.records import Record, class_outcomes, hold, not_collected, write_record
 from attncourse.grading.release import student_version as release
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,10 +227,12 @@ def small_source_notebook():
 
 
 STUDENTS = {"2023000001": ("张", "三", True), "2023000002": ("欧阳", "娜娜", False), "2023000003": ("李", "四", True)}
+SOCKET = Hold(HoldKind.UNSANDBOXED, "导入了 socket 模块", "单元格 #2", 1, 1)
 
 
 def small_course(root):
-    """Assignment `a` released in `root`; three students: full marks, a failed test, and one held for review."""
+    """Assignment `a` released in `root`; three students graded (full marks, a failed test, one held for review),
+    one whose grading failed, one on the roster who handed in nothing and one whose upload was not collected."""
     for name in ("nbgrader_config.py", "course.toml"):
         shutil.copy(ROOT / name, root / name)
     (root / "build").mkdir()
@@ -259,8 +261,10 @@ def small_course(root):
         (root / "autograded" / sid / "a").mkdir(parents=True)
         nbformat.write(nb, root / "autograded" / sid / "a" / "work.ipynb")
         held = hold(db, "a", sid, None) if sid == "2023000003" else {}
-        write_record(root, "a", sid, Record(Status.GRADED, flags=["单元格 #2：导入了 socket 模块"] if held else [],
-                                            held=held))
+        write_record(root, "a", sid, Record(Status.GRADED, holds=[SOCKET] if held else [], held=held))
     write_record(root, "a", "2023000004", Record(Status.FAILED, reason="内核崩溃"))
-    outcomes = [outcome(db, root, "a", sid) for sid in [*STUDENTS, "2023000004"]]
+    not_collected(root, "a", "2023000006", "上传的是 作业.pdf（不是 notebook）", [])
+    with Gradebook(db) as gb:
+        gb.update_or_create_student("2023000005", last_name="王", first_name="五")  # on the roster, no upload
+        outcomes = class_outcomes(gb, root, ["a"], [])
     return root, cfg, outcomes

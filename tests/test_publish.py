@@ -1,13 +1,14 @@
 """What people read, from a small course built in the test (a released assignment, a gradebook, autograded
 notebooks written directly, no kernel): the LMS export, the grades CSV and report, and the feedback pages."""
 import csv
+import re
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.api import Gradebook
 
-from attncourse.grading.model import Status
+from attncourse.grading.model import Hold, HoldKind, Status
 from attncourse.grading.publish import feedback, report
 from attncourse.grading.publish.export import LMSExport
 from attncourse.grading.records import Record, hold, read_record, write_record
@@ -21,25 +22,42 @@ def course(tmp_path_factory):
 
 
 def test_outcomes_read_back_from_records_and_gradebook(course):
+    """One outcome per student the gradebook names or a record holds, each from the closed set."""
     _, _, outcomes = course
-    full, wrong, held, failed = outcomes
+    by = {o.student: o for o in outcomes}
+    assert sorted(by) == [f"202300000{i}" for i in range(1, 7)] and len(outcomes) == 6
+    full, wrong, held, failed, missing, refused = (by[f"202300000{i}"] for i in range(1, 7))
     assert (full.status, full.score, full.max_score, full.pending) == (Status.GRADED, 5, 7, 2)
     assert (wrong.score, wrong.cells["test_double"]) == (0, (0, 5))
-    assert (held.score, held.withheld, held.flags) == (0, 5, ["单元格 #2：导入了 socket 模块"])
+    assert (held.status, held.score, held.withheld, held.flags) == (Status.HELD, 0, 5, ["单元格 #2：导入了 socket 模块"])
     assert failed.status == Status.FAILED and failed.score is None and failed.reason == "内核崩溃"
+    assert (missing.status, missing.name, missing.score) == (Status.MISSING, "王五", None)
+    assert refused.status == Status.NOT_COLLECTED and "作业.pdf" in refused.reason and refused.score is None
 
 
 def test_lms_export(course, monkeypatch):
+    """A number only for a grade: held points read 待复核, a failed, missing or not collected student's cell and
+    total are empty (not 0), with the reason in 说明."""
     root, _, _ = course
     monkeypatch.chdir(root)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         LMSExport(to=str(root / "lms.csv")).export(gb)
     with open(root / "lms.csv", encoding="utf-8-sig") as f:
         rows = {r["学号"]: r for r in csv.DictReader(f)}
-    assert set(rows) == set(STUDENTS)
-    assert rows["2023000002"]["姓名"] == "欧阳娜娜" and rows["2023000001"]["a"] == "5"
+    assert sorted(rows) == [f"202300000{i}" for i in range(1, 7)]
+    assert rows["2023000002"]["姓名"] == "欧阳娜娜" and rows["2023000001"]["a"] == rows["2023000001"]["总分"] == "5"
+    assert rows["2023000002"]["a"] == rows["2023000002"]["总分"] == "0"  # a real 0: a failed test
     assert "2 分待人工评分" in rows["2023000001"]["说明"]
     assert rows["2023000003"]["a"] == rows["2023000003"]["总分"] == "待复核" and "5 分待复核" in rows["2023000003"]["说明"]
+    for sid, words in (("2023000004", "评分失败（内核崩溃）"), ("2023000005", "未提交"), ("2023000006", "未能收取")):
+        assert rows[sid]["a"] == rows[sid]["总分"] == "", rows[sid]
+        assert words in rows[sid]["说明"] and "总分未计" in rows[sid]["说明"], rows[sid]
+    assert rows["2023000005"]["姓名"] == "王五"
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        LMSExport(to=str(root / "marked.csv"), no_grade="-").export(gb)
+    with open(root / "marked.csv", encoding="utf-8-sig") as f:
+        marked = {r["学号"]: r for r in csv.DictReader(f)}
+    assert marked["2023000004"]["a"] == marked["2023000004"]["总分"] == "-" and marked["2023000001"]["a"] == "5"
 
 
 def test_grades_csv_and_report(course, tmp_path):
@@ -47,27 +65,39 @@ def test_grades_csv_and_report(course, tmp_path):
     report.write_grades_csv(outcomes, tmp_path / "grades.csv")
     with open(tmp_path / "grades.csv", encoding="utf-8-sig") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert len(rows) == 6
     assert rows["2023000004"]["score"] == "" and rows["2023000004"]["reason"] == "内核崩溃"
+    assert (rows["2023000004"]["status"], rows["2023000004"]["status_label"]) == ("failed", "评分失败")
+    assert (rows["2023000005"]["status"], rows["2023000005"]["name"], rows["2023000005"]["score"]) == ("missing", "王五", "")
+    assert rows["2023000006"]["status"] == "not_collected" and rows["2023000006"]["score"] == ""
     assert rows["2023000003"]["withheld_for_review"] == "5" and "socket" in rows["2023000003"]["review"]
+    assert rows["2023000003"]["status"] == "held"
     page = report.write_report(outcomes, tmp_path / "report", {"a": ["test_double"]})
     text = page.read_text(encoding="utf-8")
-    assert "评分失败的提交" in text and "2023000004" in text and "待复核的提交" in text
-    assert "| 2023000003 | 李四 | 5/7，其中 5 分待复核 |" in text
-    held = [o for o in outcomes if o.withheld]
-    settled = [o.score for o in outcomes if o.status.has_score and not o.withheld]
-    assert held and settled  # the mean leaves out a submission whose points wait for review
-    assert f"| {len(held)} | 1 | {sum(settled) / len(settled):.1f} |" in text.splitlines()[4]
+    assert "没有成绩的学生" in text and "待复核的提交" in text
+    for sid, label in (("2023000004", "评分失败"), ("2023000005", "未提交"), ("2023000006", "未能收取")):
+        assert re.search(rf"\| {sid} \| [^|]+ \| {label} \| — \|", text), sid
+    assert "| 2023000003 | 李四 | 待复核 | 5/7，其中 5 分待复核 |" in text
+    settled = [o.score for o in outcomes if o.status.is_grade]
+    assert len(settled) == 2  # the mean leaves out held, failed, missing and not collected students
+    assert f"| a | 6 | 2 | 1 | 1 | 1 | 1 | 0 | {sum(settled) / len(settled):.1f} |" in text.splitlines()[4]
     assert (tmp_path / "report" / "a-scores.png").is_file() and (tmp_path / "report" / "report.html").is_file()
 
 
 def test_feedback_pages(course):
+    """Every student gets a page; one without a score says why, and that it is not a 0."""
     root, cfg, outcomes = course
-    assert feedback.publish(cfg, root, outcomes, say=lambda _: None) == 3
+    assert feedback.publish(cfg, root, outcomes, say=lambda _: None) == 6
     for sid in STUDENTS:
         page = (root / "feedback" / sid / "a" / "work.html").read_text(encoding="utf-8")
         assert "double 把输入乘以 2" in page and HIDDEN_LINE not in page and "BEGIN HIDDEN" not in page
         assert "<script>alert" not in page and "待人工评分" in page
     assert 'class="verdict fail"' in (root / "feedback" / "2023000002" / "a" / "work.html").read_text(encoding="utf-8")
+    held = (root / "feedback" / "2023000003" / "a" / "work.html").read_text(encoding="utf-8")
+    assert "待复核" in held and 'class="verdict held"' in held and 'class="verdict pass"' not in held
+    for sid, words in (("2023000004", "评分失败"), ("2023000005", "未提交"), ("2023000006", "未能收取")):
+        page = (root / "feedback" / sid / "a" / "work.html").read_text(encoding="utf-8")
+        assert words in page and "0 分" in page and "得分" not in page, sid
 
 
 def test_feedback_shows_the_students_own_run_and_never_the_graders(course):
@@ -115,41 +145,56 @@ def test_a_feedback_page_has_a_bounded_size_whatever_the_student_wrote(course):
 
 
 def test_a_review_decision_is_one_step_and_recorded(tmp_path, capsys):
-    """`course review` lists the held submissions with their flags, `--accept` releases the points in one step
-    and records who and when, `--reject` gives 0; the export, the grades CSV and the report then say so."""
+    """`course review` lists the held submissions with their holds, `--accept` releases the points in one step
+    and records who and when, `--reject` withholds them with the reviewer's reason; a decision without a
+    reviewer's name is refused; the export, the grades CSV, the report and the feedback then say so."""
     from attncourse.cli import main
     root, cfg, outcomes = small_course(tmp_path)
     db = cfg.CourseDirectory.db_url
-    write_record(root, "a", "2023000001", Record(Status.GRADED, flags=["反馈中出现了隐藏测试的内容"],
+    write_record(root, "a", "2023000001", Record(Status.GRADED, holds=[Hold(HoldKind.INTROSPECTION, "访问了 __globals__",
+                                                                            "单元格 double 第 2 行", 1, 2)],
                                                  held=hold(db, "a", "2023000001", None)))
     for sid in STUDENTS:
         (root / "submitted" / sid / "a").mkdir(parents=True, exist_ok=True)
 
-    def run(*args):
-        assert main(["--root", str(root), *args]) == 0
-        return capsys.readouterr().out
+    def run(*args, ok=True):
+        assert (main(["--root", str(root), *args]) == 0) == ok
+        return capsys.readouterr()
 
-    listed = run("review")
+    listed = run("review").out
     assert "2023000003" in listed and "5 分待复核" in listed and "socket" in listed and "共 2 份待复核" in listed
-    assert "计入" in run("review", "a", "2023000003", "--accept", "--by", "李助教", "--note", "用 socket 打印日志")
+    assert "计入" in run("review", "a", "2023000003", "--accept", "--by", "李助教", "--note", "用 socket 打印日志").out
     decision = read_record(root, "a", "2023000003").review
     assert decision.decision == "accepted" and decision.by == "李助教" and decision.points == 5
     assert decision.at and decision.flags == ["单元格 #2：导入了 socket 模块"]
-    assert "记为 0 分" in run("review", "a", "2023000001", "--reject")
-    assert "共 0 份待复核" in run("review")
+    refused = run("review", "a", "2023000001", "--reject", ok=False)  # this machine's user is root: nobody
+    assert "复核人" in refused.err and read_record(root, "a", "2023000001").review is None
+    assert "不计入" in run("review", "a", "2023000001", "--reject", "--by", "王助教", "--note", "读取了评分程序的数据").out
+    assert "共 0 份待复核" in run("review").out
     run("export", "--to", str(root / "after.csv"))
     with open(root / "after.csv", encoding="utf-8-sig") as f:
         rows = {r["学号"]: r for r in csv.DictReader(f)}
     assert rows["2023000003"]["a"] == "5" and "待复核" not in rows["2023000003"]["说明"]
-    assert "已确认计入（李助教" in rows["2023000003"]["说明"]
+    assert "复核后计入（李助教" in rows["2023000003"]["说明"]
     assert rows["2023000001"]["a"] == "0" and read_record(root, "a", "2023000001").review.decision == "rejected"
     run("report")
     with open(root / "build" / "grades.csv", encoding="utf-8-sig") as f:
         graded = {r["student"]: r for r in csv.DictReader(f)}
     assert (graded["2023000003"]["review_decision"], graded["2023000003"]["reviewed_by"]) == ("accepted", "李助教")
     assert graded["2023000003"]["withheld_for_review"] == "0" and graded["2023000003"]["score"] == "5"
+    assert (graded["2023000001"]["status"], graded["2023000001"]["review_note"]) == ("rejected", "读取了评分程序的数据")
     text = (root / "build" / "report" / "report.md").read_text(encoding="utf-8")
-    assert "待复核的提交" not in text and "已复核的提交" in text and "确认计入（5 分） | 李助教" in text
+    assert "待复核的提交" not in text and "已复核的提交" in text and "复核后计入（5 分） | 李助教" in text
+    run("feedback")
+    page = (root / "feedback" / "2023000001" / "a" / "work.html").read_text(encoding="utf-8")
+    assert "复核后不计入" in page and "读取了评分程序的数据" in page and "王助教" in page
+    assert HoldKind.INTROSPECTION.reason in page and 'class="verdict withheld"' in page
+    assert 'class="verdict pass"' not in page  # no 通过 beside points the review withheld
+    accepted = (root / "feedback" / "2023000003" / "a" / "work.html").read_text(encoding="utf-8")
+    assert "复核后计入" in accepted and 'class="verdict pass"' in accepted and "待复核" not in accepted
+    with Gradebook(db) as gb:  # formgrader's "Tests Failed?" follows what the tests found, not the hold
+        assert not gb.find_submission_notebook("work", "a", "2023000003").failed_tests
+        assert gb.find_grade("test_double", "work", "a", "2023000001").score == 0
 
 
 def test_student_text_is_escaped_for_the_csv_report_and_terminal(tmp_path):

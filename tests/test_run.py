@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
 
 from attncourse.grading.intake.staging import Intake
-from attncourse.grading.model import Status, SubmissionResult
+from attncourse.grading.model import Hold, HoldKind, Status, SubmissionResult
 from attncourse.grading.protocol import trusted
 from attncourse.grading.records import read_record
 from attncourse.grading.run import autograde, diagnosis, execution
@@ -48,7 +48,7 @@ class FakeAutograde:
             gb.find_grade("why", "work", a, s).needs_manual_grade = True
             gb.db.commit()
         if self.behaviour == "hold":
-            self.result.flags.append("单元格 #2：导入了 ctypes 模块")
+            self.result.holds.append(Hold(HoldKind.INTROSPECTION, "导入了 ctypes 模块", "单元格 #2", 1, 1))
             self.result.held.add("test_double")
         out = Path(self.coursedir.format_path(self.coursedir.autograded_directory, s, a))
         out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ def test_a_graded_submission_is_kept_with_its_record(course):
     assert (root / "autograded" / sid / "a" / "work.ipynb").is_file()
     assert read_record(root, "a", sid).status == Status.GRADED and read_record(root, "a", sid).digest == "d1"
     again = autograde.grade_one(cfg, root, intake, scratch)
-    assert again.status == Status.KEPT and again.score == 5 and FakeAutograde.runs == 1
+    assert again.status == Status.GRADED and again.kept and again.score == 5 and FakeAutograde.runs == 1
     assert autograde.grade_one(cfg, root, intake, scratch, force=True).status == Status.GRADED
     assert FakeAutograde.runs == 2
 
@@ -120,7 +120,7 @@ def test_a_flagged_submission_is_held_where_formgrader_shows_it(course):
     sid = intake.student
     FakeAutograde.behaviour = "hold"
     held = autograde.grade_one(cfg, root, intake, scratch)
-    assert (held.status, held.score, held.withheld, held.flags) == (Status.GRADED, 0, 5, ["单元格 #2：导入了 ctypes 模块"])
+    assert (held.status, held.score, held.withheld, held.flags) == (Status.HELD, 0, 5, ["单元格 #2：导入了 ctypes 模块"])
     assert read_record(root, "a", sid).held == {"test_double": 5.0}
     with Gradebook(cfg.CourseDirectory.db_url) as gb:
         notebook = gb.find_submission_notebook("work", "a", sid)

@@ -82,12 +82,12 @@ def cmd_cluster_certs(args: argparse.Namespace) -> None:
 
 def cmd_feedback(args: argparse.Namespace) -> None:
     from .grading import commands
-    commands.publish_feedback(args.root, commands.graded_outcomes(args.root, args.assignment))
+    commands.publish_feedback(args.root, commands.class_outcomes(args.root, args.assignment))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     from .grading import commands
-    commands.write_report(args.root, commands.graded_outcomes(args.root, args.assignment))
+    commands.write_report(args.root, commands.class_outcomes(args.root, args.assignment))
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -164,9 +164,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("student", nargs="?", help="学生")
     decision = c.add_mutually_exclusive_group()
     decision.add_argument("--accept", action="store_true", help="确认无问题：暂扣的自动评分计入")
-    decision.add_argument("--reject", action="store_true", help="确认有问题：暂扣的分数记为 0")
-    c.add_argument("--by", default=None, help="复核人（默认：当前用户名）")
-    c.add_argument("--note", default="", help="复核说明，写入记录")
+    decision.add_argument("--reject", action="store_true", help="确认有问题：暂扣的分数不计入")
+    c.add_argument("--by", default=None, help="复核人姓名（默认：c.Reviewer.name，否则本机的用户名；root 不算）")
+    c.add_argument("--note", default="", help="复核的理由，写入记录，学生会在反馈中看到")
     c.set_defaults(func=cmd_review)
     c = sub.add_parser("feedback", help="为已评分的提交生成反馈 feedback/（不含测试代码，发布前检查泄露）")
     c.add_argument("assignment", nargs="*")

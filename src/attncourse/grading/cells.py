@@ -13,6 +13,7 @@ REGION = re.compile(r"(BEGIN SOLUTION|BEGIN HIDDEN TESTS)(.*?)(END SOLUTION|END 
 # The whole hidden part of a test cell, marker lines included (what the student version lacks).
 HIDDEN_PART = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 TA_ONLY = "course-ta-only"  # tag of cells the grader adds for the TA (review banner): never in feedback
+HOLD_BANNER = "course-hold-banner"  # tag of the review banner: formgrader shows it as the decision stands
 # code-cell metadata set by the grader (run/ta_view.py) on each code cell that is not a test: "student" where the
 # cell shows the student's own run as submitted, "grader" where it shows the grader's run (never in feedback)
 SHOWN_RUN = "course_shown_run"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbgrader.api import Gradebook
 from nbgrader.apps import ExportApp
 from nbgrader.converters.base import NbGraderException
 from tqdm import tqdm
@@ -153,12 +154,13 @@ def grade_submissions(cfg: Config, pairs: list[tuple[str, str]], **options: Any)
         return autograde.grade_class(cfg, intakes, **options)
 
 
-def graded_outcomes(root: str | Path, ids: list[str] | None = None) -> list[Outcome]:
-    """The Outcomes of every graded submission in submitted/, read back from the records and the gradebook."""
+def class_outcomes(root: str | Path, ids: list[str] | None = None) -> list[Outcome]:
+    """One Outcome per student and assignment (records.class_outcomes), read back from the records and the
+    gradebook, for every student the gradebook (the roster) names."""
     root = Path(root)
-    db_url = nbgrader_config(root).CourseDirectory.db_url
-    found = [records.outcome(db_url, root, a, s) for a, s in _graded_pairs(root, ids)]
-    return [o for o in found if o is not None]
+    cfg = nbgrader_config(root)
+    with Gradebook(cfg.CourseDirectory.db_url) as gb:
+        return records.class_outcomes(gb, root, released_ids(root, ids), _graded_pairs(root, ids))
 
 
 def publish_feedback(root: str | Path, outcomes: list[Outcome]) -> None:
@@ -192,7 +194,7 @@ def export_grades(root: str | Path, to: str | Path) -> None:
     app.update_config(Config({"ExportPlugin": {"to": str(to)}}))
     app.start()
     print(f"  ✔ {to}")
-    held = records.waiting(nbgrader_config(root).CourseDirectory.db_url, root, _graded_pairs(root))
+    held = records.waiting(class_outcomes(root))
     if held:
         print(f"  ⚠ {len(held)} 份提交共 {sum(w.points for w in held):g} 分待复核，表中记为“待复核”：course review")
 
@@ -204,21 +206,24 @@ def _graded_pairs(root: str | Path, ids: list[str] | None = None) -> list[tuple[
 
 def review_holds(root: str | Path, assignment: str | None = None, student: str | None = None,
                  accept: bool | None = None, by: str = "", note: str = "") -> None:
-    """List the submissions with points held for review, or decide on one (`accept` True or False)."""
+    """List the submissions with points held for review, or decide on one (`accept` True or False), signed with
+    the reviewer's name (`by`, else `c.Reviewer.name`, else this machine's user: records.reviewer)."""
     root = Path(root)
-    db_url = nbgrader_config(root).CourseDirectory.db_url
+    cfg = nbgrader_config(root)
     if accept is None:
-        held = records.waiting(db_url, root, [(a, s) for a, s in _graded_pairs(root, [assignment] if assignment
-                                                                                  else None)
-                                              if student in (None, s)])
+        held = [w for w in records.waiting(class_outcomes(root, [assignment] if assignment else None))
+                if student in (None, w.student)]
         for w in held:
             print(f"  {w.assignment:14s} {w.student:18s} {w.points:g} 分待复核")
             for flag in w.flags:
-                print(f"      {flag}")
-        print(f"  共 {len(held)} 份待复核" + ("：course review <作业> <学生> --accept（计入）或 --reject（记 0 分）"
-                                          if held else ""))
+                print(f"      {for_terminal(flag)}")
+        print(f"  共 {len(held)} 份待复核" + ("：course review <作业> <学生> --accept（计入）或 --reject（不计入），"
+                                          "--note 写明理由（学生会在反馈中看到）" if held else ""))
         return
     if not (assignment and student):
         raise ToolchainError("复核需要作业和学生：course review <作业> <学生> --accept 或 --reject")
-    points = records.decide(db_url, root, assignment, student, accept, by, note)
-    print(f"  ✔ {student} 的 {assignment}：{points:g} 分{'计入' if accept else '记为 0 分'}（已记录复核人与时间）")
+    [assignment] = released_ids(root, [assignment])
+    name = records.reviewer(cfg, by)
+    points = records.decide(cfg.CourseDirectory.db_url, root, assignment, student, accept, name, note)
+    print(f"  ✔ {student} 的 {assignment}：{points:g} 分{'计入' if accept else '不计入'}（复核人 {for_terminal(name)}，"
+          "时间已记录）")

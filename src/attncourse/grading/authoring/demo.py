@@ -144,8 +144,9 @@ def build(root: str | os.PathLike[str], jobs: int = 2) -> list[Outcome]:
     write_demo_class(demo_root, submitted, assignments(demo_root))
     print(f"\n（演示班级在 {submitted.relative_to(root)}，有自己的成绩库，不影响真实班级）")
     outcomes = commands.grade(demo_root, jobs=jobs)
+    everyone = commands.class_outcomes(demo_root)
     commands.step("反馈")
-    commands.publish_feedback(demo_root, outcomes)
+    commands.publish_feedback(demo_root, everyone)
     commands.step("成绩与报告")
-    commands.write_report(demo_root, outcomes)
+    commands.write_report(demo_root, everyone)
     return outcomes

@@ -31,11 +31,11 @@ from nbgrader.preprocessors import GetGrades
 from traitlets import Bool, Integer
 from traitlets.config import Config
 
-from .. import safe_html
+from .. import records, safe_html
 from ..cells import SHOWN_RUN, TA_ONLY, is_test_cell
 from ..course import Folders, coursedir
 from ..files import replace_dir
-from ..model import Outcome
+from ..model import Outcome, Status
 from ..syntax import docstring
 
 TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
@@ -60,6 +60,9 @@ def verdict(outputs: list[NotebookNode]) -> tuple[bool, str]:
     return False, f"未通过：{err.get('ename')}: {message}"
 
 
+HELD, WITHHELD = "held", "withheld"  # a test cell's points wait for review / were withheld by it
+REVIEW_VERDICTS = {HELD: "待复核：这个测试的分数等助教复核后才计入（见本页开头）",
+                   WITHHELD: "复核后不计分：助教复核后没有计入这个测试的分数（原因见本页开头）"}
 CODE_SPAN = re.compile(r"`([^`]+)`")
 
 
@@ -106,8 +109,12 @@ class HideTestSource(Preprocessor):
             cell.metadata.nbgrader["what"] = what.splitlines()[0].rstrip("。") if what else ""
             cell.source = f'"""{what}"""' if what else "# （测试代码不予显示）"
             passed, text = verdict(cell.outputs)
+            review = cell.metadata.nbgrader.get("review", "")
+            if review:  # no 通过 beside points a review holds or withheld
+                passed, text = False, REVIEW_VERDICTS[review]
             word, rest = text.split("：", 1) if "：" in text else (text, "")
-            badge = f'<span class="verdict {"pass" if passed else "fail"}">{html.escape(word)}</span>'
+            kind = review or ("pass" if passed else "fail")
+            badge = f'<span class="verdict {kind}">{html.escape(word)}</span>'
             cell.outputs = [new_output("display_data", data={
                 "text/html": badge + (" " + "<br>".join(map(_message_line, rest.splitlines())) if rest else ""),
                 "text/plain": text})]  # a likely mistake (run/diagnosis.py) is the message's last line
@@ -149,22 +156,50 @@ def _shown(cell: NotebookNode, left: int) -> int:
 
 class GetGradesAndWaits(GetGrades):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's GetGrades, also marking points that wait for a person (a written answer not yet graded, or
-    autograded points held for review) so that feedback says "waiting" instead of showing 0, and telling the
-    template where the page's MathJax file is (published beside it by `course feedback`)."""
+    autograded points held for review) so that feedback says "waiting" instead of showing 0, marking the test
+    cells whose points a review withheld, telling the template the outcome of the review (`outcome_note`) and where
+    the page's MathJax file is (published beside it by `course feedback`)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        info = resources["nbgrader"]
+        self.record = records.read_record(self.config.CourseDirectory.root, info["assignment"], info["student"])
         nb, resources = super().preprocess(nb, resources)
         waiting = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting")]
         resources["nbgrader"]["waiting"] = sum(meta["points"] for meta in waiting)
         resources["nbgrader"]["score"] -= sum(meta["score"] or 0 for meta in waiting)
+        resources["course_outcome"] = outcome_note(self.record)
         resources["course_mathjax"] = MATHJAX
         return nb, resources
 
     def _get_score(self, cell: NotebookNode, resources: dict[str, Any]) -> None:
         super()._get_score(cell, resources)
-        grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
-                                          self.assignment_id, self.student_id)
-        cell.metadata.nbgrader["waiting"] = bool(grade.needs_manual_grade and grade.manual_score is None)
+        meta = cell.metadata.nbgrader
+        grade = self.gradebook.find_grade(meta["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
+        meta["waiting"] = bool(grade.needs_manual_grade and grade.manual_score is None)
+        held = self.record is not None and meta["grade_id"] in self.record.held
+        review = self.record.review if self.record is not None else None
+        meta["review"] = ("" if not held else HELD if meta["waiting"] else
+                          WITHHELD if review is not None and review.decision == Status.REJECTED else "")
+
+
+def outcome_note(record: records.Record | None) -> dict[str, str]:
+    """What the top of a page says about a review ({} when there was none to make): a title and the text, in
+    the words every screen uses (model.Status), with the reasons the holds' kinds give."""
+    if record is None or not record.held:
+        return {}
+    kinds = "；".join(dict.fromkeys(h.kind.reason for h in record.holds))
+    where = "；".join(str(h) for h in record.holds if h.where)
+    why = kinds + (f"。相关的代码：{where}" if where else "")
+    review = record.review
+    if review is None:
+        return {"kind": "held", "title": Status.HELD.label,
+                "text": f"{sum(record.held.values()):g} 分暂不计入，等助教复核：{why}。复核后这一页会更新。"}
+    who = f"复核人 {review.by}，{review.at.replace('T', ' ')[:16]} UTC"
+    note = f"助教的说明：{review.note}。" if review.note else ""
+    texts = {Status.ACCEPTED: f"暂扣的 {review.points:g} 分已计入。{note}（{who}）",
+             Status.REJECTED: f"{review.points:g} 分复核后不计入（下面标为“复核后不计分”的测试）。原因：{why}。{note}（{who}）",
+             Status.REVIEWED: f"暂扣的测试由助教逐题给分，共 {review.points:g} 分。{note}（{who}）"}
+    return {"kind": review.decision.value, "title": review.decision.label, "text": texts[review.decision]}
 
 
 class SafeHTML(SanitizeHTML):
@@ -182,8 +217,10 @@ class SafeHTML(SanitizeHTML):
 # --- publishing ------------------------------------------------------------------------------------------------
 
 def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callable[[str], object] = print) -> int:
-    """Each graded student's feedback, written to a scratch folder and then published in feedback/. A failure
-    stays on the student's row. Returns how many were published."""
+    """Each student's feedback, written to a scratch folder and then published in feedback/: the graded
+    notebook's page, or, where there is no score (failed, not collected, missing, not graded yet), a page per
+    released notebook that says so and why. A failure stays on the student's row. Returns how many were
+    published."""
     root, where = Path(root), Folders(cfg)
     work = root / "build" / "grading"
     work.mkdir(parents=True, exist_ok=True)
@@ -192,20 +229,50 @@ def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callabl
         say("  ⚠ 找不到 MathJax 3（scripts/setup.sh 安装到 build/vendor）：反馈中的公式将显示为 TeX 源码")
     published = 0
     for o in outcomes:
-        if not o.status.has_score:
-            continue
         with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
             made = Path(scratch) / o.student / o.assignment
             try:
-                _generate(cfg, o, scratch, made)
+                if o.status.has_score:
+                    _generate(cfg, o, scratch, made)
+                else:
+                    _no_score_pages(o, [p.stem for p in where.released_notebooks(o.assignment)], made)
             except Exception as exc:  # noqa: BLE001 - nbgrader logs the details; the others' feedback goes on
                 o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
                 continue
-            if mathjax:
+            if mathjax and o.status.has_score:
                 link_or_copy(mathjax, made / MATHJAX)
             replace_dir(made, where.feedback(o.student, o.assignment), scratch)
             published += 1
     return published
+
+
+NO_SCORE_PAGE = """<!DOCTYPE html>
+<html lang="zh-CN"><head><meta charset="utf-8"><title>{notebook} · 作业反馈</title>
+<style>
+body {{ font-family: "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", sans-serif;
+       max-width: 860px; margin: 2em auto; padding: 0 1em; color: #222; font-size: 16px; line-height: 1.6; }}
+.outcome {{ border: 1px solid #e0c46c; background: #fff8e1; border-radius: 6px; padding: 0.8em 1.2em; }}
+</style></head><body>
+<h1>{notebook}（{assignment}）</h1>
+<div class="outcome" id="course-outcome"><h2>{title}</h2><p>{reason}</p><p>{meaning}</p></div>
+</body></html>
+"""
+NO_SCORE_MEANING = {
+    Status.FAILED: "这次提交没有分数，不是 0 分：评分程序没能运行它（原因见上）。请修好后按课程要求重新提交，或联系助教。",
+    Status.NOT_COLLECTED: "你在 LMS 上传的文件没能收进来评分，所以还没有分数（不是 0 分）。请把作业 notebook（.ipynb）"
+                          "本身重新上传，或联系助教。",
+    Status.MISSING: "课程没有收到你这份作业，所以这里没有分数（不是 0 分，如何计分由老师决定）。如果你已经提交，请联系助教。",
+    Status.COLLECTED: "你的提交已经收到，还没有评分，所以这里还没有分数（不是 0 分）。评分后这一页会更新。",
+}
+
+
+def _no_score_pages(o: Outcome, notebooks: list[str], made: Path) -> None:
+    """A page per released notebook for an outcome without a score: its status, the reason, what it means."""
+    made.mkdir(parents=True)
+    for notebook in notebooks:
+        (made / f"{notebook}.html").write_text(NO_SCORE_PAGE.format(
+            notebook=html.escape(notebook), assignment=html.escape(o.assignment), title=o.status.label,
+            reason=html.escape(o.reason), meaning=NO_SCORE_MEANING[o.status]), encoding="utf-8")
 
 
 def _generate(cfg: Config, o: Outcome, scratch: str, made: Path) -> None:

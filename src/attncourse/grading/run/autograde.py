@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from nbformat import NotebookNode
-from nbgrader.api import MissingEntry
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets.config import Config
@@ -110,17 +109,15 @@ def grade_one(cfg: Config, root: Path, intake: Intake, scratch: Path, force: boo
     db_url = cfg.CourseDirectory.db_url
     if intake.reason:  # the student's name is a folder's name, so it can name the record too
         records.write_record(root, a, s, Record(Status.FAILED, reason=intake.reason, notes=intake.notes))
-        return Outcome(a, s, Status.FAILED, intake.reason, notes=intake.notes)
+        return _recorded(db_url, root, a, s, start)
     dest = Folders(cfg).autograded(s, a)
     record = records.read_record(root, a, s)
     with TURN.held():
         if not force and record and record.digest == intake.digest and (
                 dest.is_dir() or record.status == Status.FAILED):
-            try:
-                kept = records.outcome(db_url, root, a, s, status=Status.KEPT)
-            except MissingEntry:
-                kept = None  # the gradebook lost it: grade again
+            kept = records.read_outcome(db_url, root, a, s)  # None: the gradebook lost it, grade again
             if kept is not None:
+                kept.kept = True
                 return kept
     result = SubmissionResult(sandboxed=sandboxed)
     with TURN.held():
@@ -136,20 +133,27 @@ def grade_one(cfg: Config, root: Path, intake: Intake, scratch: Path, force: boo
             if workers is not None and workers.lost:  # not graded: nothing is recorded
                 raise workers.lost_error() from exc
             reason = result.failure or f"评分失败：{type(exc).__name__}（详见 build/nbgrader.log）"
-            notes = intake.notes + result.notes
-            records.write_record(root, a, s, Record(Status.FAILED, intake.digest, reason, result.flags, notes=notes))
-            return Outcome(a, s, Status.FAILED, reason, time.time() - start, flags=result.flags, notes=notes)
+            records.write_record(root, a, s, Record(Status.FAILED, intake.digest, reason, result.holds,
+                                                    notes=intake.notes + result.notes))
+            return _recorded(db_url, root, a, s, start)
         held = records.hold(db_url, a, s, result.held) if result.held else {}
         for path in sorted((Path(scratch) / s / a).glob("*.ipynb")):
             ta_view.prepare(path, result, a, s, intake.submitted_at)
         replace_dir(Path(scratch) / s / a, dest, scratch)
         notes = intake.notes + result.notes
-        records.write_record(root, a, s, Record(Status.GRADED, intake.digest, flags=result.flags, held=held, notes=notes,
-                                        diagnoses=result.diagnoses))
-        graded = records.outcome(db_url, root, a, s)
-    assert graded is not None
-    graded.seconds, graded.timings = time.time() - start, result.timings
+        records.write_record(root, a, s, Record(Status.GRADED, intake.digest, holds=result.holds, held=held,
+                                                notes=notes, diagnoses=result.diagnoses))
+        graded = _recorded(db_url, root, a, s, start)
+    graded.timings = result.timings
     return graded
+
+
+def _recorded(db_url: str, root: Path, assignment: str, student: str, start: float) -> Outcome:
+    """The Outcome of the record just written."""
+    found = records.read_outcome(db_url, root, assignment, student)
+    assert found is not None  # its record was just written (and a graded one is in the gradebook)
+    found.seconds = time.time() - start
+    return found
 
 
 def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool = False,

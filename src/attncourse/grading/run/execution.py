@@ -30,7 +30,7 @@ from ...kernels import QuietKernel
 from .. import text
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
 from ..isolation.preload import PROBE_ADDRESS, PreloadedProvisioner
-from ..model import SubmissionResult
+from ..model import Hold, HoldKind, SubmissionResult
 from ..protocol import remote, trusted
 from ..syntax import only_imports
 from . import diagnosis, flags
@@ -151,10 +151,9 @@ def review(result: SubmissionResult, nb: NotebookNode, instructor: Instructor) -
              if cell.cell_type == "code" and (gid := grade_id(cell)) is not None and gid in instructor.tests]
     for finding in flags.findings(instructor.student_cells(nb), instructor.imports):
         if finding.holds(result.sandboxed):
-            result.flags.append(str(finding))
-            result.review_lines.append((finding.cell, finding.line, str(finding)))
+            result.holds.append(finding.hold())
             result.held.update(gid for index, gid in tests if index > finding.cell)
-        elif finding.kind == "note":
+        elif finding.kind is None:
             result.notes.append(f"提示：{finding}")
 
 
@@ -220,10 +219,9 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
             if message and is_test_cell(cell):
                 cell.outputs = [_error(message)]
         if self.session.tampered:  # only a kernel whose grading machinery was changed sends what is not allowed
-            result.flags.append("评分时内核返回了协议不允许的数据，或禁止函数的监视失灵，提交的代码可能干扰了评分程序："
-                                + "；".join(dict.fromkeys(self.session.tampered))[:500])
+            result.holds.append(Hold(HoldKind.TAMPERED, f"{HoldKind.TAMPERED.reason}："
+                                     + "；".join(dict.fromkeys(self.session.tampered))[:500]))
             result.held.update(instructor.tests)
-            result.review_lines.append((-1, 0, result.flags[-1]))
         return nb, self.failed
 
     def diagnose(self, nb: NotebookNode, failed: Failed, diagnoser: diagnosis.Unit | None) -> None:

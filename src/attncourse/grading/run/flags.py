@@ -29,8 +29,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..model import Hold, HoldKind
 from ..syntax import dotted, module_aliases, python_source
 
+# Of the paths below: those that could capture what the grader sends in, and those that run code nobody can read;
+# the rest reach the grading machinery.
+INTROSPECTION_PATHS = ("sys.modules", "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                       "gc.get_referents", "gc.garbage", "gc.callbacks", "ctypes", "cffi", "inspect.currentframe",
+                       "inspect.stack", "inspect.trace", "inspect.getouterframes", "inspect.getinnerframes",
+                       "traceback.walk_stack", "traceback.walk_tb", "marshal")
+UNREADABLE_PATHS = ("importlib", "runpy", "code")
 # Paths (after the last module name in a chain: `d2l.sys.modules` is `sys.modules`) that reach the grading
 # machinery or what the grader sends in. A path matches an entry equal to it or below it.
 HOLD_PATHS = (
@@ -72,14 +80,18 @@ class Finding:
     cell: int  # index of the cell in the notebook
     label: str  # how a person finds the cell ("单元格 masked_softmax", "单元格 #12")
     what: str  # the construct, in Chinese
-    kind: str  # "hold", "unsandboxed" (a hold only without a sandbox) or "note"
+    kind: HoldKind | None  # why it holds points (UNSANDBOXED: only without a sandbox); None for a note
     line: int = 0  # line of the cell's source (as the student wrote it, magics included), 0 if unknown
 
     def __str__(self) -> str:
-        return f"{self.label}{f' 第 {self.line} 行' if self.line else ''}：{self.what}"
+        return str(self.hold())
+
+    def hold(self) -> Hold:
+        where = f"{self.label}{f' 第 {self.line} 行' if self.line else ''}"
+        return Hold(self.kind or HoldKind.GRADER, self.what, where, self.cell, self.line)
 
     def holds(self, sandboxed: bool) -> bool:
-        return self.kind == "hold" or (self.kind == "unsandboxed" and not sandboxed)
+        return self.kind is not None and (self.kind != HoldKind.UNSANDBOXED or not sandboxed)
 
 
 def _matches(path: str | None, prefixes: Iterable[str]) -> bool:
@@ -132,11 +144,11 @@ def _literal_string(node: ast.AST) -> str | None:
 
 
 class _Reader(ast.NodeVisitor):
-    """Collects (what, kind) for one cell's tree."""
+    """Collects (what, kind, line) for one cell's tree."""
 
     def __init__(self, aliases: dict[str, str], written: Collection[str | None]) -> None:
         self.aliases, self.written = aliases, written
-        self.found: list[tuple[str, str, int]] = []
+        self.found: list[tuple[str, HoldKind | None, int]] = []
         self.line, self.frozen = 0, False
 
     def visit(self, node: ast.AST) -> Any:
@@ -144,7 +156,7 @@ class _Reader(ast.NodeVisitor):
             self.line = line
         return super().visit(node)
 
-    def add(self, what: str, kind: str = "hold") -> None:
+    def add(self, what: str, kind: HoldKind | None) -> None:
         """Record a construct once; a shorter path of a chain already recorded (`torch._C` after
         `torch._C._nn`) adds nothing."""
         if not any(known.startswith(what) or what.startswith(known) for known, _, _ in self.found):
@@ -155,16 +167,18 @@ class _Reader(ast.NodeVisitor):
 
     def check_path(self, path: str | None, verb: str = "使用了") -> None:
         if _matches(path, HOLD_PATHS):
-            self.add(f"{verb} {path}")
+            kind = (HoldKind.INTROSPECTION if _matches(path, INTROSPECTION_PATHS) else
+                    HoldKind.UNREADABLE if _matches(path, UNREADABLE_PATHS) else HoldKind.GRADER)
+            self.add(f"{verb} {path}", kind)
         elif _matches(path, UNSANDBOXED_PATHS):
-            self.add(f"{verb} {path}", "unsandboxed")
+            self.add(f"{verb} {path}", HoldKind.UNSANDBOXED)
 
     # --- imports
     def imported(self, module: str) -> None:
         top = module.split(".")[0]
         if not _installed(top):
             if top in self.written or None in self.written:  # a module the notebook writes to disk itself
-                self.add(f"导入了自己写到磁盘上的模块 {top}（看不到它的代码）")
+                self.add(f"导入了自己写到磁盘上的模块 {top}（看不到它的代码）", HoldKind.UNREADABLE)
         else:
             self.check_path(module, "导入了")
 
@@ -174,7 +188,7 @@ class _Reader(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
-            self.add(f"相对导入 {'.' * node.level}{node.module or ''}")
+            self.add(f"相对导入 {'.' * node.level}{node.module or ''}", HoldKind.UNREADABLE)
         elif node.module == "__future__":
             return
         else:
@@ -185,15 +199,15 @@ class _Reader(ast.NodeVisitor):
     # --- names and attributes
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in DANGEROUS_DUNDERS:
-            self.add(f"使用了 {node.id}")
+            self.add(f"使用了 {node.id}", HoldKind.INTROSPECTION)
         elif node.id == "breakpoint" and isinstance(node.ctx, ast.Load):
-            self.add("调用了 breakpoint（调试器）")
+            self.add("调用了 breakpoint（调试器）", HoldKind.GRADER)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in FRAME_ATTRIBUTES:
-            self.add(f"访问了帧对象的 {node.attr}")
+            self.add(f"访问了帧对象的 {node.attr}", HoldKind.INTROSPECTION)
         elif node.attr in DANGEROUS_DUNDERS:
-            self.add(f"访问了特殊属性 {node.attr}")
+            self.add(f"访问了特殊属性 {node.attr}", HoldKind.INTROSPECTION)
         else:
             self.check_path(self.path(node))
         self.generic_visit(node)
@@ -223,11 +237,11 @@ class _Reader(ast.NodeVisitor):
             return
         name = func.id if isinstance(func, ast.Name) else None
         if name == "get_ipython":
-            self.add("使用了 get_ipython()")
+            self.add("使用了 get_ipython()", HoldKind.GRADER)
         elif name in DYNAMIC_CODE or name == "__import__":
             text = _literal_string(node.args[0]) if node.args else None
             if text is None:
-                self.add(f"用计算出来的字符串调用了 {name}（看不到运行的代码）")
+                self.add(f"用计算出来的字符串调用了 {name}（看不到运行的代码）", HoldKind.UNREADABLE)
             elif name == "__import__":
                 self.imported(text)
             else:
@@ -237,49 +251,49 @@ class _Reader(ast.NodeVisitor):
                 node.args[0].id in self.aliases else None
             attr = _literal_string(node.args[1])
             if owner is not None and attr is None:
-                self.add(f"用计算出来的属性名对模块 {owner} 调用了 {name}")
+                self.add(f"用计算出来的属性名对模块 {owner} 调用了 {name}", HoldKind.UNREADABLE)
             elif owner is not None:
                 self.check_path(f"{owner}.{attr}")
                 if name in ("setattr", "delattr"):
-                    self.add(f"改写了 {owner}.{attr}（只影响自己的内核）", "note")
+                    self.add(f"改写了 {owner}.{attr}（只影响自己的内核）", None)
             if attr in FRAME_ATTRIBUTES or attr in DANGEROUS_DUNDERS:
-                self.add(f"用 {name} 访问了 {attr}")
+                self.add(f"用 {name} 访问了 {attr}", HoldKind.INTROSPECTION)
         elif name == "open":
             mode = _literal_string(node.args[1]) if len(node.args) > 1 else next(
                 (_literal_string(k.value) for k in node.keywords if k.arg == "mode"), "r")
             if mode is None or set(mode) & set("wax+"):
-                self.add("用 open 写文件", "unsandboxed")
+                self.add("用 open 写文件", HoldKind.UNSANDBOXED)
         elif isinstance(func, ast.Attribute) and func.attr in PATH_WRITES and self.path(func) is None:
-            self.add(f"调用了 .{func.attr}() 改动文件", "unsandboxed")
+            self.add(f"调用了 .{func.attr}() 改动文件", HoldKind.UNSANDBOXED)
         self.generic_visit(node)
 
     def _ipython(self, node: ast.Call, method: str) -> None:
         if method not in SHELL_METHODS:
-            self.add(f"使用了 get_ipython().{method}")
+            self.add(f"使用了 get_ipython().{method}", HoldKind.GRADER)
             return
         if method in ("system", "getoutput"):
-            self.add("执行了 shell 命令（!）", "unsandboxed")
+            self.add("执行了 shell 命令（!）", HoldKind.UNSANDBOXED)
             return
         magic = _literal_string(node.args[0]) if node.args else None
         argument = _literal_string(node.args[1]) if len(node.args) > 1 else ""
         if magic is None:
-            self.add("用计算出来的名字调用了 IPython 魔法命令")
+            self.add("用计算出来的名字调用了 IPython 魔法命令", HoldKind.UNREADABLE)
         elif magic in HELD_MAGICS:
-            self.add(f"使用了魔法命令 %{magic}")
+            self.add(f"使用了魔法命令 %{magic}", HoldKind.UNREADABLE)
         elif magic == "load_ext":  # an installed extension is package code; one the student wrote cannot be read
             extension = (argument or "").strip()
             installed = _installed(extension.split(".")[0]) or _installed(f"IPython.extensions.{extension}")
             if not extension or not installed or _matches(extension, HOLD_PATHS):
-                self.add(f"使用了魔法命令 %load_ext {extension}")
+                self.add(f"使用了魔法命令 %load_ext {extension}", HoldKind.UNREADABLE)
         elif magic in SHELL_MAGICS:
-            self.add(f"使用了魔法命令 %{magic}（shell 或写文件）", "unsandboxed")
+            self.add(f"使用了魔法命令 %{magic}（shell 或写文件）", HoldKind.UNSANDBOXED)
         elif magic in ("time", "timeit", "capture", "prun") and len(node.args) > 2:
             self._literal_code(_literal_string(node.args[2]) or "")
 
     def _literal_code(self, text: str) -> None:
         tree = python_source(text)
         if tree is None:
-            self.add("exec/eval 的字符串无法解析")
+            self.add("exec/eval 的字符串无法解析", HoldKind.UNREADABLE)
             return
         frozen, self.frozen = self.frozen, True  # findings inside the string are on the line that runs it
         aliases, self.aliases = self.aliases, {**self.aliases, **module_aliases([tree])}  # the string's imports
@@ -294,15 +308,15 @@ class _Reader(ast.NodeVisitor):
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
                     and getattr(target.value.func, "id", None) == "vars" and target.value.args \
                     and self.path(target.value.args[0]):
-                self.add(f"通过 vars() 改写了 {self.path(target.value.args[0])}（只影响自己的内核）", "note")
+                self.add(f"通过 vars() 改写了 {self.path(target.value.args[0])}（只影响自己的内核）", None)
             for t in ast.walk(target):
                 if isinstance(t, ast.Attribute):
                     path = self.path(t)
                     if path and path.split(".")[0] in ("builtins",):
-                        self.add(f"改写了 {path}")
+                        self.add(f"改写了 {path}", HoldKind.GRADER)
                     elif path and path.split(".")[0] in MODULE_NAMES | {"d2l", "numpy", "matplotlib"} \
                             and value is not None and not _constant(value):
-                        self.add(f"改写了 {path}（只影响自己的内核）", "note")
+                        self.add(f"改写了 {path}（只影响自己的内核）", None)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._assigned(node.targets, node.value)
@@ -320,12 +334,12 @@ class _Reader(ast.NodeVisitor):
         for base in node.bases:
             path = dotted(base, self.aliases) or ""
             if path.startswith("torch") and path.endswith(("Tensor", "Parameter")):
-                self.add(f"定义了 {path} 的子类 {node.name}（比较在评分程序中进行，不受影响）", "note")
+                self.add(f"定义了 {path} 的子类 {node.name}（比较在评分程序中进行，不受影响）", None)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if node.value == "NBGRADER_EXECUTION":
-            self.add("检测是否正在评分（NBGRADER_EXECUTION）", "note")
+            self.add("检测是否正在评分（NBGRADER_EXECUTION）", None)
 
 
 def written_modules(trees: Iterable[ast.AST]) -> set[str | None]:
@@ -366,7 +380,7 @@ def findings(cells: Iterable[tuple[int, str, str]], imports: Iterable[str] = ())
         try:
             reader.visit(tree)
         except RecursionError:
-            reader.add("代码嵌套过深，无法读取")
+            reader.add("代码嵌套过深，无法读取", HoldKind.UNREADABLE)
         found += [Finding(index, label, what, kind, line) for what, kind, line in reader.found]
     return found
 

@@ -14,7 +14,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_markdown_cell, new_output
 
-from ..cells import SHOWN_RUN, TA_ONLY, is_test_cell
+from ..cells import HOLD_BANNER, SHOWN_RUN, TA_ONLY, is_test_cell
 from ..intake.reading import SUBMITTED_OUTPUTS
 from ..model import SubmissionResult
 from ..safe_html import sanitize_notebook
@@ -47,20 +47,21 @@ def show_one_run(nb: NotebookNode, when: str) -> None:
 
 
 def banner(nb: NotebookNode, result: SubmissionResult, assignment: str, student: str) -> NotebookNode:
-    """A markdown cell for the TA listing the holds, each with the line it is about (escaped: inert)."""
+    """A markdown cell for the TA listing the holds, each with why and the line it is about (escaped: inert).
+    formgrader shows it only while a person has not decided (publish/formgrader.py); feedback never shows it."""
     items = []
-    for cell, line, text in result.review_lines:
-        source = nb.cells[cell].source.splitlines() if 0 <= cell < len(nb.cells) else []
-        quoted = source[line - 1] if 0 < line <= len(source) else ""
-        items.append(f"<li>{html.escape(text)}" + (f"<pre>{html.escape(quoted[:300])}</pre>" if quoted else "")
-                     + "</li>")
+    for hold in result.holds:
+        source = nb.cells[hold.cell].source.splitlines() if 0 <= hold.cell < len(nb.cells) else []
+        quoted = source[hold.line - 1] if 0 < hold.line <= len(source) else ""
+        items.append(f"<li>{html.escape(str(hold))}<br><small>{html.escape(hold.kind.reason)}</small>"
+                     + (f"<pre>{html.escape(quoted[:300])}</pre>" if quoted else "") + "</li>")
     held = "、".join(sorted(result.held)) or "无"
     body = (f"<h3>⚠ 待复核（只给助教看，不会出现在学生的反馈中）</h3>\n<p>暂不计分的测试单元格：{html.escape(held)}。"
             "这些写法可能影响评分程序，需要人看一眼：</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n"
-            f"<p>复核：<code>course review {html.escape(assignment)} {html.escape(student)} --accept</code>（计入）"
-            "或 <code>--reject</code>（记 0 分）；也可以在下面这些测试单元格中逐个给分（复核前记 0 分，给满分即计入），"
-            "复核人和时间都会记录。</p>")
-    note: NotebookNode = new_markdown_cell(body, metadata={"tags": [TA_ONLY]})
+            "<p>复核：在本页上方点“计入”或“不计入”并写明理由，或 "
+            f"<code>course review {html.escape(assignment)} {html.escape(student)} --accept</code>（计入）"
+            "或 <code>--reject</code>（不计入）；也可以在下面这些测试单元格中逐题给分。复核人和时间都会记录。</p>")
+    note: NotebookNode = new_markdown_cell(body, metadata={"tags": [TA_ONLY, HOLD_BANNER]})
     return note
 
 
@@ -68,6 +69,6 @@ def prepare(path: str | Path, result: SubmissionResult, assignment: str, student
     nb = nbformat.read(path, as_version=4)
     sanitize_notebook(nb)
     show_one_run(nb, when)
-    if result.review_lines:
+    if result.holds:
         nb.cells.insert(0, banner(nb, result, assignment, student))
     nbformat.write(nb, path)
