@@ -438,14 +438,16 @@ def test_no_student_is_made_from_a_name_no_lms_writes(tmp_path, released):
     nb = nbformat.writes(released["work.ipynb"])
     result = _collect(root, _zip(tmp_path / "lms.zip", [(n, nb) for n in HOSTILE_NAMES]
                                  + [("2023000004_赵六_work.ipynb", nb)]))
-    assert [t[0] for t in result.taken] == ["2023000004"]
-    assert sorted(p.name for p in (root / "submitted").iterdir()) == ["2023000004"]
-    assert len(result.unmatched) == len(HOSTILE_NAMES) and all("LMS" in why for _, why in result.unmatched)
-    shown = "".join(name for name, _ in result.unmatched)
+    # the LMS's prefix of the last name is plain: only the student's own part is too long; taken in, with a note
+    assert [t[0] for t in result.taken] == ["2023000004", "2023000009"]
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == ["2023000004", "2023000009"]
+    assert any(n.startswith("2023000009：") and "超过 255 字节" in n for n in result.notes), result.notes
+    assert len(result.unmatched) == len(HOSTILE_NAMES) - 1 and all("LMS" in why for _, why in result.unmatched)
+    shown = "".join(name for name, _ in result.unmatched) + "".join(result.notes)
     assert "\x1b" not in shown and "\u202e" not in shown and max(len(n) for n, _ in result.unmatched) < 200
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        assert [s.id for s in gb.students] == ["2023000004"]
+        assert sorted(s.id for s in gb.students) == ["2023000004", "2023000009"]
 
 
 def test_honest_names_inside_the_lms_folder_are_collected_without_a_note(tmp_path, released):
@@ -571,16 +573,10 @@ def test_entries_not_collected_are_grouped_and_links_are_listed(tmp_path, releas
 
 # --- each LMS's own layout, with a roster that maps its ids to student numbers and names ---------------------------
 
-CANVAS = r"^(?P<sortable_name>[a-z0-9]+)_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>.+\.ipynb)$"
-MOODLE = r"^(?P<full_name>[^_]+)_(?P<student_id>\d+)_assignsubmission_file__(?P<file_id>.+\.ipynb)$"
-BLACKBOARD = (r"^.+?_(?P<student_id>[A-Za-z0-9.-]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
-              r"_(?P<file_id>.+\.ipynb)$")
-
-
-def _configure(root, pattern, roster_text):
+def _configure(root, preset, roster_text):
     (root / "roster.csv").write_text(roster_text, encoding="utf-8")
     with open(root / "nbgrader_config.py", "a", encoding="utf-8") as f:
-        f.write(f"\nc.FileNameCollectorPlugin.named_regexp = {pattern!r}\nc.LMSFileNames.roster = 'roster.csv'\n")
+        f.write(f"\nc.LMSFileNames.preset = {preset!r}\nc.LMSFileNames.roster = 'roster.csv'\n")
 
 
 def _students(root):
@@ -593,7 +589,7 @@ def test_a_canvas_download_with_late_and_resubmitted_files(tmp_path, released):
     """Canvas: flat, `<sortable name>_[LATE_]<user id>_<attachment id>_<the student's file>`, a re-submission
     adding "-1"; the roster is nbgrader's import format plus `lms_id`."""
     root = _lms_course(tmp_path)
-    _configure(root, CANVAS, "id,first_name,last_name,email,lms_id\n2023000001,三,张,,51234\n"
+    _configure(root, "canvas", "id,first_name,last_name,email,lms_id\n2023000001,三,张,,51234\n"
                              "2023000002,四,李,li@example.edu,51235\n2023000003,娜娜,欧阳,,51236\n")
     nb = nbformat.writes(released["work.ipynb"])
     blank = nb.replace("x = 1", "x = 0")
@@ -614,7 +610,7 @@ def test_a_blackboard_download_with_attempts_and_their_receipts(tmp_path, releas
     a receipt `<assignment>_<user name>_attempt_<time>.txt` per attempt; the later attempt is kept whatever the
     zip's own dates say."""
     root = _lms_course(tmp_path)
-    _configure(root, BLACKBOARD, "学号,姓名,LMS id\n2023000001,张三,2023000001\n2023000002,李四,2023000002\n")
+    _configure(root, "blackboard", "学号,姓名,LMS id\n2023000001,张三,2023000001\n2023000002,李四,2023000002\n")
     nb = nbformat.writes(released["work.ipynb"])
     blank = nb.replace("x = 1", "x = 0")
     receipt = "Name: 张三 (2023000001)\nAssignment: 作业 1\nDate Submitted: 2026年10月9日 星期五 20时00分00秒\n"
@@ -635,7 +631,7 @@ def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
     """Moodle: `<full name>_<participant id>_assignsubmission_file_/<the student's files>`, online text in its
     own folder; the roster with Chinese headers."""
     root = _lms_course(tmp_path)
-    _configure(root, MOODLE, "学号,姓名,LMS id\n2023000001,张三,812\n2023000002,李四,813\n")
+    _configure(root, "moodle", "学号,姓名,LMS id\n2023000001,张三,812\n2023000002,李四,813\n")
     nb = nbformat.writes(released["work.ipynb"])
     result = _collect(root, _zip(tmp_path / "moodle.zip", [
         ("Zhang San_812_assignsubmission_file_/work.ipynb", nb),
@@ -644,3 +640,89 @@ def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
     assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000002"]
     assert _students(root) == {"2023000001": "张三", "2023000002": "李四"}
     assert [why for _, why in result.unmatched] == [lms.NOT_NOTEBOOK]
+
+
+# --- every student the download names gets one outcome, whatever they uploaded ----------------------------------
+
+def _inner_zip(*names):
+    import io
+    import zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in names:
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_what_a_student_uploaded_is_taken_in_or_recorded_as_not_collected(tmp_path, released):
+    """Moodle: a zip holding one notebook is taken in with a note; a PDF, an empty zip or one with two notebooks
+    is recorded as not collected for the student the folder names; a notebook whose name no file system holds
+    is taken under a safe name; every roster student is in the gradebook. Canvas: the same for a flat download."""
+    from attncourse.grading.model import Status
+    from attncourse.grading.records import read_record
+    root = _lms_course(tmp_path)
+    _configure(root, "moodle", "学号,姓名,LMS id\n" + "".join(f"202300000{i},学生{i},81{i}\n" for i in range(1, 8)))
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "moodle.zip", [
+        ("学生1_811_assignsubmission_file_/作业.zip", _inner_zip(("作业/work.ipynb", nb), ("__MACOSX/._work.ipynb", "x"))),
+        ("学生2_812_assignsubmission_file_/报告.pdf", b"%PDF-1.4"),
+        ("学生3_813_assignsubmission_file_/空.zip", _inner_zip(("readme.txt", "hi"))),
+        ("学生4_814_assignsubmission_file_/两份.zip", _inner_zip(("a/work.ipynb", nb), ("b/work (1).ipynb", nb))),
+        ("学生5_815_assignsubmission_file_/" + "很长" * 60 + "\x07work.ipynb", nb),
+        ("学生6_816_assignsubmission_file_/作业4.ipynb", nb)]))  # renamed: graded under the released name
+    assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000005", "2023000006"]
+    assert _submitted(root, "2023000001") == nb and _submitted(root, "2023000005") == nb
+    assert sorted(result.refused) == ["2023000002", "2023000003", "2023000004"]
+    for sid, words in (("2023000002", "报告.pdf（不是 notebook）"), ("2023000003", "没有本作业的 notebook"),
+                       ("2023000004", "有 2 个本作业的 notebook")):
+        record = read_record(root, "a", sid)
+        assert record.status == Status.NOT_COLLECTED and words in record.reason, (sid, record)
+    notes = "\n".join(result.notes)
+    assert "2023000001：从上传的压缩包 作业.zip 中取出 work.ipynb 评分" in notes
+    assert "2023000005：上传的文件名含控制字符或超过 255 字节" in notes and "\x07" not in notes
+    assert "2023000006：上传的文件名是" in notes and "作业4.ipynb，按作业的 work.ipynb 评分" in notes
+    from attncourse.grading.intake.staging import intake_notes
+    assert any("作业4.ipynb" in n for n in intake_notes(root, "a", "2023000006"))  # reaches the grade's notes
+    assert set(_students(root)) == {f"202300000{i}" for i in range(1, 8)}  # 2023000007 uploaded nothing
+    # a later download with a notebook: the student is collected, the "not collected" record goes
+    again = _collect(root, _zip(tmp_path / "moodle2.zip", [("学生2_812_assignsubmission_file_/work.ipynb", nb, LATER)]))
+    assert [t[0] for t in again.taken] == ["2023000002"] and read_record(root, "a", "2023000002") is None
+
+
+def test_a_flat_canvas_download_with_a_zip_and_a_document(tmp_path, released):
+    from attncourse.grading.records import read_record
+    root = _lms_course(tmp_path)
+    _configure(root, "canvas", "id,first_name,last_name,email,lms_id\n2023000001,三,张,,51234\n"
+                               "2023000002,四,李,,51235\n")
+    nb = nbformat.writes(released["work.ipynb"])
+    result = _collect(root, _zip(tmp_path / "canvas.zip", [
+        ("zhangsan_51234_900001_作业.zip", _inner_zip(("work.ipynb", nb))),
+        ("lisi_51235_900002_实验报告.docx", b"PK-not-really")]))
+    assert [t[0] for t in result.taken] == ["2023000001"] and _submitted(root, "2023000001") == nb
+    assert result.refused == {"2023000002": "上传的是 实验报告.docx（不是 notebook）"}
+    assert "实验报告.docx" in read_record(root, "a", "2023000002").reason
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p, "找不到"),
+    (lambda p: (p.write_text("学号,成绩\n", encoding="utf-8"), p)[1], "不是 zip 文件"),
+    (lambda p: (p.write_bytes(b"Rar!\x1a\x07\x00" + b"\0" * 100), p)[1], "RAR 压缩包"),
+    (lambda p: (p.write_bytes(_inner_zip(("a_b_work.ipynb", "{}" * 5000))[:3000]), p)[1], "不完整或已损坏的 zip"),
+])
+def test_a_download_that_cannot_be_read_gets_its_own_message(tmp_path, released, make, words):
+    root = _lms_course(tmp_path)
+    with pytest.raises((FileNotFoundError, ValueError), match=words):
+        _collect(root, make(tmp_path / "download.zip"))
+
+
+def test_an_unknown_assignment_lists_the_released_ones_and_the_nearest(tmp_path, released):
+    from attncourse.grading import commands
+    root = _lms_course(tmp_path)
+    (root / "released.json").write_text(json.dumps({"a1_scoring": {}, "a2_multihead": {}}), encoding="utf-8")
+    (root / "source" / "a3_gqa").mkdir(parents=True)
+    (root / "source" / "a3_gqa" / "gqa.ipynb").write_text("{}", encoding="utf-8")
+    with pytest.raises(commands.ToolchainError) as typo:
+        commands.released_ids(root, ["a1_scorng"])
+    assert "a1_scoring、a2_multihead" in str(typo.value) and "是不是 a1_scoring" in str(typo.value)
+    with pytest.raises(commands.ToolchainError, match="a3_gqa 尚未发布：先运行 course release a3_gqa"):
+        commands.released_ids(root, ["a3_gqa"])

@@ -6,6 +6,7 @@ uses what was released (the tests stored in the gradebook), never regenerates, a
 Each command prints what it did; `ToolchainError` is for failures of the tools or of the instructor's input,
 never of a student's code.
 """
+import difflib
 import time
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,18 @@ def released_ids(root: str | Path, ids: list[str] | None = None) -> list[str]:
         return sorted(done)
     missing = [a for a in ids if a not in done]
     if missing:
-        raise ToolchainError(f"{'、'.join(missing)} 尚未发布：先运行 course release {' '.join(missing)}")
+        raise ToolchainError("\n".join(_unknown(root, a, sorted(done)) for a in missing))
     return list(ids)
+
+
+def _unknown(root: str | Path, assignment: str, released: list[str]) -> str:
+    """Why `assignment` cannot be worked on: written but not released, or no such assignment (with the released
+    ones and the nearest name)."""
+    if assignment in assignments(root):
+        return f"{assignment} 尚未发布：先运行 course release {assignment} / not released yet"
+    near = difflib.get_close_matches(assignment, released + assignments(root), n=1, cutoff=0.5)
+    return (f"没有作业 {assignment} / no such assignment。已发布的作业：{'、'.join(released) or '（还没有）'}"
+            + (f"。是不是 {near[0]}？" if near else ""))
 
 
 # --- collect ---------------------------------------------------------------------------------------------------
@@ -79,6 +90,12 @@ def collect_download(root: str | Path, source: str | Path, assignment: str) -> c
         print(f"  ✔ {student}/{assignment}/{notebook} ← {for_terminal(name)}（{when:%Y-%m-%d %H:%M} UTC）")
     for line in result.notes:
         print(f"  ＝ {for_terminal(line, 2000)}")
+    if result.refused:  # the students first: each has a row saying so in every output
+        print(f"  ⚠ {len(result.refused)} 名学生的上传没能收进来评分（成绩表中记为“未能收取”，不是 0 分）：")
+        for student, why in result.refused.items():
+            print(f"      {for_terminal(student, 64)}：{for_terminal(why)}")
+    for student, files in result.extra.items():
+        print(f"  ⚠ {for_terminal(student, 64)} 另有 {len(files)} 个文件没有收取：{for_terminal('、'.join(files), 300)}")
     for why, count, examples in collect.grouped(result.unmatched):
         more = f" 等 {count} 个" if count > len(examples) else ""
         print(f"  ✘ 未收集 {count} 个：{why}：{for_terminal('、'.join(examples), 400)}{more}")
@@ -86,7 +103,8 @@ def collect_download(root: str | Path, source: str | Path, assignment: str) -> c
         listing = root / "build" / f"collect-{assignment}-未收集.txt"
         collect.write_listing(listing, result.unmatched)
         print(f"  未收集的每个文件及原因：{listing.relative_to(root)}")
-    print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.unmatched)} 个文件未能收集")
+    print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.refused)} 名学生未能收取；"
+          f"{len(result.unmatched)} 个文件未能收集")
     return result
 
 

@@ -5,9 +5,13 @@ to the minute) go to the LMS's later copy (`x (1).ipynb` after `x.ipynb`). The n
 which were set aside. A student who already has a submission in `submitted/` keeps whichever is later; the
 earlier one is moved to `submitted_earlier/`, never overwritten silently. Whose file it is and which assignment's
 notebook it is are read as `lms.py` says; files that cannot be placed are listed with why, not guessed, and the
-rest of the download is collected.
+rest of the download is collected. A student the LMS names whose upload holds no notebook to grade (a PDF, a zip
+without one notebook) is recorded as not collected, with why (records.not_collected), so that every output has
+their row. What collect changed on the way (a renamed notebook, one taken from a zip or under a safe name) is
+kept for the grade's notes (`intake_notes`). With a roster, every student on it is in the gradebook.
 """
 import datetime
+import json
 import shutil
 import tempfile
 from collections.abc import Collection
@@ -18,10 +22,12 @@ from nbgrader.api import Gradebook
 from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
+from .. import records
 from ..course import Folders
+from ..files import write_atomic
 from . import roster
 from .lms import LMSFileNames, Upload, read_download
-from .staging import TIMESTAMP
+from .staging import TIMESTAMP, intake_notes_path
 
 
 @dataclass
@@ -31,6 +37,8 @@ class Collected:
     taken: list[tuple[str, str, datetime.datetime, str]] = field(default_factory=list)
     unmatched: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
     notes: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # student the LMS names -> why nothing was taken in
+    extra: dict[str, list[str]] = field(default_factory=dict)  # student graded -> files of theirs not taken
 
 
 def _existing_time(folder: Path) -> datetime.datetime | None:
@@ -103,6 +111,14 @@ def write_listing(path: Path, unmatched: list[tuple[str, str]]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _taken_notes(upload: Upload) -> list[str]:
+    """Notes for a submission taken from `upload`: under another name than the released one, from a zip, under a
+    safe name."""
+    renamed = Path(upload.notebook).stem not in Path(upload.name).stem and not upload.note
+    return ([upload.note] if upload.note else []) + (
+        [f"上传的文件名是 {upload.shown}，按作业的 {upload.notebook} 评分"] if renamed else [])
+
+
 def _when(t: datetime.datetime) -> str:
     return f"{t:%Y-%m-%d %H:%M:%S} UTC"
 
@@ -117,8 +133,14 @@ def collect(cfg: Config, root: str | Path, source: str | Path, assignment: str, 
     with tempfile.TemporaryDirectory() as scratch:
         uploads, result.unmatched, result.notes = read_download(Path(source), Path(scratch), plugin, released,
                                                                  others)
-        if plugin.roster:
-            uploads = roster.apply(uploads, roster.read_roster(root / plugin.roster), result.unmatched)
+        with Gradebook(cfg.CourseDirectory.db_url) as gb:
+            if plugin.roster:
+                listed = roster.read_roster(root / plugin.roster)
+                uploads = roster.apply(uploads, listed, result.unmatched)
+                for student, names in dict(listed.values()).items():  # the roster's students: each gets a row
+                    gb.update_or_create_student(student, **names)
+        refused = [u for u in uploads if u.refused]
+        uploads = [u for u in uploads if not u.refused]
         chosen: dict[tuple[str, str], Upload] = {}  # (student, notebook) -> the upload graded
         groups: dict[tuple[str, str], list[Upload]] = {}
         for upload in uploads:
@@ -148,8 +170,36 @@ def collect(cfg: Config, root: str | Path, source: str | Path, assignment: str, 
                 shutil.copyfile(upload.path, dest / upload.notebook)
                 result.taken.append((student, upload.notebook, upload.when, upload.shown))
             (dest / TIMESTAMP).write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC", encoding="utf-8")
+            noted = [n for u in group for n in _taken_notes(u)]
+            result.notes += [f"{student}：{n}" for n in noted]
+            write_atomic(intake_notes_path(root, assignment, student), json.dumps(noted, ensure_ascii=False))
+            records.forget_not_collected(root, assignment, student)
+        _refused(root, assignment, refused, by_student, submitted, result)
         with Gradebook(cfg.CourseDirectory.db_url) as gb:
-            for student, group in by_student.items():
+            for student, group in [*by_student.items(), *_by_student(refused).items()]:
                 names = {k: v for u in group for k, v in u.names.items()}
                 gb.update_or_create_student(student, **names)
     return result
+
+
+def _by_student(uploads: list[Upload]) -> dict[str, list[Upload]]:
+    found: dict[str, list[Upload]] = {}
+    for upload in uploads:
+        found.setdefault(upload.student, []).append(upload)
+    return found
+
+
+def _refused(root: Path, assignment: str, refused: list[Upload], taken: dict[str, list[Upload]], submitted: Path,
+             result: Collected) -> None:
+    """The uploads of students the LMS names that hold nothing to grade: a student with a notebook taken (now or
+    before) keeps it, the rest are listed for them; a student with nothing is recorded as not collected."""
+    for student, group in sorted(_by_student(refused).items()):
+        why = "；".join(dict.fromkeys(u.refused for u in group))
+        result.unmatched += [(u.shown, u.refused) for u in group]
+        if student in taken or (submitted / student / assignment).is_dir():
+            result.extra[student] = [u.shown for u in group]
+            if student not in taken:
+                result.notes.append(f"{student}：这次上传的无法评分（{why}），仍用之前收集的提交")
+            continue
+        result.refused[student] = why
+        records.not_collected(root, assignment, student, why, [f"LMS 下载中的文件：{'、'.join(u.shown for u in group)}"])

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from nbgrader.plugins.zipcollect import FileNameCollectorPlugin
 from nbgrader.utils import parse_utc
-from traitlets import Integer, Unicode
+from traitlets import Enum, Integer, Unicode
 
 from .reading import MAX_FILE_BYTES
 from .staging import student_id_problem
@@ -62,6 +62,7 @@ COMPOUND_SURNAMES = ("欧阳", "司马", "上官", "诸葛", "东方", "皇甫",
 NOT_NOTEBOOK = "不是 notebook"
 NO_MATCH = "文件名不符合 c.FileNameCollectorPlugin.named_regexp"
 NOT_PLAIN = "不是 LMS 会写的名字（含 ..、绝对路径、控制字符或超过 255 字节），不据此认定学生"
+ODD_NAME = "LMS 的文件夹或前缀之后，学生自己起的文件名含控制字符或超过 255 字节"  # taken in under a safe name
 NOT_STUDENT_FOLDER = "所在文件夹的名字不是 LMS 的学生文件夹名（不符合 named_regexp），不按文件自己的名字认定学生"
 LINK = "是符号链接（zip 中的链接不解开）"
 SPECIAL = "是特殊文件（设备、管道等），不解开"
@@ -70,8 +71,26 @@ BROKEN = "在 zip 中已损坏（CRC 或压缩数据出错）"
 TOO_LARGE = f"过大（超过 {MAX_FILE_BYTES >> 20} MB）"
 
 
+# The file names the LMSs the README documents write (`c.LMSFileNames.preset`), as nbgrader's named_regexp.
+PRESETS = {
+    # 2023123456_张三_scoring.ipynb (the course's own default)
+    "default": r"^(?P<student_id>[A-Za-z0-9]+)_(?P<full_name>[^_]+)_(?P<file_id>.+\.ipynb)$",
+    # flat: zhangsan_LATE_51234_900001_作业1.ipynb, a re-submission adds "-1"
+    "canvas": r"^(?P<sortable_name>[a-z0-9]+)_(?:LATE_)?(?P<student_id>\d+)_\d+_(?P<file_id>.+\.ipynb)$",
+    # a folder per submission: 张三_812_assignsubmission_file_/scoring.ipynb
+    "moodle": r"^(?P<full_name>[^_]+)_(?P<student_id>\d+)_assignsubmission_file__(?P<file_id>.+\.ipynb)$",
+    # flat: 作业 1_2023000001_attempt_2026-10-09-21-00-00_scoring.ipynb, with a receipt .txt per attempt
+    "blackboard": (r"^.+?_(?P<student_id>[A-Za-z0-9.-]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
+                   r"_(?P<file_id>.+\.ipynb)$"),
+}
+
+
 class LMSFileNames(FileNameCollectorPlugin):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's collector, applied to the file's own name (not its whole path)."""
+
+    preset = Enum(["", *PRESETS], "", help="The LMS whose file names the download has: 'moodle', 'canvas', "
+                                          "'blackboard' or 'default' (2023123456_张三_scoring.ipynb). Empty: "
+                                          "c.FileNameCollectorPlugin.named_regexp as configured.").tag(config=True)
 
     zip_encoding = Unicode("gb18030", help="How to read zip entry names that are neither marked nor valid UTF-8: "
                                            "'gb18030' (GBK, Windows on a Chinese system) or 'cp437'.").tag(config=True)
@@ -91,11 +110,30 @@ class LMSFileNames(FileNameCollectorPlugin):  # type: ignore[misc]  # nbgrader h
         """The pattern's groups for the file `name`, or for `prefix` (a folder's name) joined to it with "_" when
         the folder's name is the whole of what the pattern reads before `file_id`; None otherwise. (nbgrader's own
         `_match` logs a warning for every name that does not match.)"""
-        if Path(name).suffix not in self.valid_ext or not self.named_regexp:
+        m = self._match(name, prefix)
+        return m.groupdict() if m else None
+
+    @property
+    def pattern(self) -> str:
+        return PRESETS[self.preset] if self.preset else str(self.named_regexp)
+
+    def _match(self, name: str, prefix: str = "") -> re.Match[str] | None:
+        if Path(name).suffix not in self.valid_ext or not self.pattern:
             return None
         text = f"{prefix}_{name}" if prefix else name
-        m = re.match(self.named_regexp, text)
+        m = re.match(self.pattern, text, re.S)  # re.S: a student's part of the name may hold a line break
         if not m or (prefix and m.start("file_id") != len(prefix) + 1):
+            return None
+        return m
+
+    def owner(self, name: str, prefix: str = "") -> dict[str, str] | None:
+        """The pattern's groups for a file of any kind (a notebook, a zip, a PDF, a name no file system holds)
+        whose LMS folder `prefix` or LMS prefix names a student, matched as if it were a notebook; None where the
+        LMS's part does not match or is not a name an LMS writes."""
+        if Path(name).suffix not in self.valid_ext:
+            name = f"{Path(name).stem}.ipynb"
+        m = self._match(name, prefix)
+        if m is None or _part_problem(f"{prefix}_{name}"[:m.start("file_id")] if prefix else name[:m.start("file_id")]):
             return None
         return m.groupdict()
 
@@ -137,6 +175,8 @@ class Upload:
     student: str = ""
     notebook: str = ""  # the released notebook it is for
     names: dict[str, str] = field(default_factory=dict)  # first_name / last_name for the gradebook
+    refused: str = ""  # why this upload of a student the LMS names cannot be graded ("" if it can)
+    note: str = ""  # how it was taken in, when not as uploaded (from inside a zip, under a safe name)
 
     @property
     def name(self) -> str:
@@ -145,7 +185,13 @@ class Upload:
 
     @property
     def shown(self) -> str:
-        return "/".join(self.parts)
+        return _shown("/".join(self.parts))
+
+    @property
+    def kind(self) -> str:
+        """"notebook", "zip" or "other" by the file's name."""
+        suffix = Path(self.name).suffix.lower()
+        return "notebook" if suffix == ".ipynb" else "zip" if suffix == ".zip" else "other"
 
     @property
     def copy_number(self) -> int:
@@ -200,14 +246,22 @@ def archive_names(infos: list[zipfile.ZipInfo], legacy: str = "gb18030") -> list
             for info, name in zip(infos, marked, strict=True)]
 
 
+def _part_problem(part: str) -> bool:
+    """Whether a name holds what no file system an LMS writes holds: control characters, display-reversing
+    marks, more than 255 bytes."""
+    return (any(unicodedata.category(ch) == "Cc" or ch in BIDI_CONTROLS for ch in part)
+            or len(part.encode("utf-8")) > MAX_PART_BYTES)
+
+
 def name_problem(name: str) -> str:
-    """Why a path in a download is not one an LMS writes ("" if it is)."""
+    """Why a path in a download is not one an LMS writes ("" if it is): NOT_PLAIN for `..`, an absolute path or a
+    folder no file system holds; ODD_NAME when only the file's own name is one (the student's part of it: the
+    LMS's folder or prefix is checked when the student is read, `LMSFileNames.owner`)."""
     parts = re.split(r"[\\/]", name)
     if (name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts
-            or any(unicodedata.category(ch) == "Cc" or ch in BIDI_CONTROLS for ch in name)
-            or any(len(p.encode("utf-8")) > MAX_PART_BYTES for p in parts)):
+            or any(_part_problem(p) for p in parts[:-1])):
         return NOT_PLAIN
-    return ""
+    return ODD_NAME if _part_problem(parts[-1]) else ""
 
 
 def _parts(name: str) -> list[str]:
@@ -221,20 +275,23 @@ def _shown(name: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + f"…（共 {len(name)} 个字符）"
 
 
-def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list[Upload], list[tuple[str, str]]]:
+def unpack(archive: Path, into: Path, plugin: LMSFileNames,
+           limit_mb: int | None = None) -> tuple[list[Upload], list[tuple[str, str]]]:
     """([Upload], skipped [(name, why)]) of a zip: every notebook entry written as `into/<k>/file`, counting the
     bytes as they are written, nothing beyond the size limits; links, special entries and broken ones listed."""
     uploads: list[Upload] = []
     skipped: list[tuple[str, str]] = []
-    left = plugin.max_download_mb << 20
-    beyond = f"超出下载解压后的上限 {plugin.max_download_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
+    limit_mb = plugin.max_download_mb if limit_mb is None else limit_mb
+    left = limit_mb << 20
+    beyond = f"超出下载解压后的上限 {limit_mb} MB（c.LMSFileNames.max_download_mb），没有解开"
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
         for k, (info, name) in enumerate(zip(infos, archive_names(infos, plugin.zip_encoding), strict=True)):
             mode = info.external_attr >> 16 if info.create_system == 3 else 0  # Unix modes: only from Unix archivers
             if info.is_dir() or stat.S_ISDIR(mode):
                 continue
-            why = (name_problem(name) or (LINK if stat.S_ISLNK(mode) else "")
+            problem = name_problem(name)
+            why = ((problem if problem != ODD_NAME else "") or (LINK if stat.S_ISLNK(mode) else "")
                    or (SPECIAL if stat.S_IFMT(mode) not in (0, stat.S_IFREG) else "")  # 0: only permissions
                    or (ENCRYPTED if info.flag_bits & 0x1 else "")
                    or (TOO_LARGE if info.file_size > MAX_FILE_BYTES else "") or (beyond if left <= 0 else ""))
@@ -242,7 +299,7 @@ def unpack(archive: Path, into: Path, plugin: LMSFileNames) -> tuple[list[Upload
                 skipped.append((_shown(name), why or NOT_PLAIN))
                 continue
             when = plugin.to_utc(datetime.datetime(*info.date_time))
-            if Path(name).suffix not in plugin.valid_ext:  # listed (or skipped as the archiver's) but not unpacked
+            if Path(name).suffix.lower() not in (*plugin.valid_ext, ".zip"):  # listed, or the archiver's: not unpacked
                 uploads.append(Upload(None, _parts(name), when))
                 continue
             target = into / f"{k:05d}" / "file"
@@ -288,7 +345,7 @@ def from_folder(folder: Path) -> tuple[list[Upload], list[tuple[str, str]]]:
             continue
         if not stat.S_ISREG(mode):
             skipped.append((_shown(shown), LINK if stat.S_ISLNK(mode) else SPECIAL))
-        elif name_problem(shown):
+        elif name_problem(shown) == NOT_PLAIN:
             skipped.append((_shown(shown), NOT_PLAIN))
         elif path.stat().st_size > MAX_FILE_BYTES:
             skipped.append((_shown(shown), TOO_LARGE))
@@ -328,16 +385,70 @@ def _notebook(file_id: str, released: list[str], others: dict[str, str]) -> tupl
     return "", f"对应不到作业中的 notebook（{'、'.join(released)}）"
 
 
+def check_download(source: Path) -> None:
+    """A clear error for a download that is not a zip: missing, another kind of archive, a page saved instead of
+    the file, or a zip cut short (its directory is at the end)."""
+    if not source.exists():
+        raise FileNotFoundError(f"找不到 {source}：请检查路径 / no such file or folder")
+    with open(source, "rb") as f:
+        head = f.read(8)
+    if zipfile.is_zipfile(source):
+        return
+    if head.startswith(b"PK"):
+        raise ValueError(f"{source} 是不完整或已损坏的 zip（找不到 zip 末尾的目录）：可能没有下载完整，请重新下载 / "
+                         "a truncated or corrupt zip: download it again")
+    kinds = {b"Rar!": "RAR 压缩包", b"7z\xbc\xaf": "7z 压缩包", b"\x1f\x8b": "gzip 压缩包", b"<!DOC": "网页（HTML）",
+             b"<html": "网页（HTML）", b"%PDF": "PDF 文件"}
+    kind = next((name for magic, name in kinds.items() if head.startswith(magic)), "")
+    raise ValueError(f"{source} 不是 zip 文件" + (f"，而是{kind}" if kind else "") + "：course collect 要 LMS 下载的 zip，"
+                     "或解压后的文件夹 / not a zip file or a folder")
+
+
+def _safe_name(name: str) -> str:
+    """A name the file system holds for a file the student named with control characters or at great length."""
+    text = "".join(ch for ch in name if unicodedata.category(ch) != "Cc" and ch not in BIDI_CONTROLS)
+    stem, suffix = Path(text).stem, Path(text).suffix
+    while len((stem + suffix).encode("utf-8")) > 200:
+        stem = stem[:-1]
+    return (stem + suffix) or "upload.ipynb"
+
+
+def _from_zip(upload: Upload, own: str, scratch: Path, plugin: LMSFileNames, released: list[str],
+              others: dict[str, str]) -> str:
+    """A student's upload that is itself a zip: the one notebook inside it for this assignment becomes the upload
+    (returns its name, with a note), else the upload is refused with what the zip holds. Only this level is
+    opened; what comes out counts against the same limits."""
+    assert upload.path is not None  # zips are unpacked (`unpack`) or on disk (`from_folder`)
+    try:
+        inner, _ = unpack(upload.path, scratch / f"inner-{id(upload)}", plugin, limit_mb=MAX_FILE_BYTES >> 20)
+    except (zipfile.BadZipFile, OSError):
+        upload.refused = f"上传的是 {_shown(own)}，但它不是能打开的 zip"
+        return own
+    notebooks = [u for u in inner if u.path is not None and u.kind == "notebook" and not _archiver_file(u)
+                 and ".ipynb_checkpoints" not in u.parts and not _notebook(u.name, released, others)[1]]
+    if len(notebooks) != 1:
+        listed = "、".join(_shown(u.name) for u in notebooks[:3]) + (" 等" if len(notebooks) > 3 else "")
+        upload.refused = (f"上传的是压缩包 {_shown(own)}，里面" + (f"有 {len(notebooks)} 个本作业的 notebook（{listed}），"
+                                                               "无法确定评哪一个" if notebooks else "没有本作业的 notebook"))
+        return own
+    upload.path, name = notebooks[0].path, notebooks[0].name
+    upload.note = f"从上传的压缩包 {_shown(own)} 中取出 {_shown(name)} 评分"
+    return name
+
+
 def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: list[str],
                   others: dict[str, str] | None = None) -> tuple[list[Upload], list[tuple[str, str]], list[str]]:
     """([Upload] with student, notebook and names found, unmatched [(name, why)], notes) of a zip or a folder.
     `released`: this assignment's notebook names; `others`: {notebook name: assignment} of the other ones."""
-    if source.is_file() and zipfile.is_zipfile(source):
-        uploads, unmatched = unpack(source, scratch, plugin)
-    elif source.is_dir():
+    if source.is_dir():
         uploads, unmatched = from_folder(source)
     else:
-        raise FileNotFoundError(f"{source} 不是 zip 文件或文件夹")
+        check_download(source)
+        try:
+            uploads, unmatched = unpack(source, scratch, plugin)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ValueError(f"{source} 无法作为 zip 读取（{exc}）：可能没有下载完整，请重新下载 / the zip cannot be "
+                             "read, download it again") from None
     archiver = [u for u in uploads if _archiver_file(u)]
     notes = [f"跳过了压缩软件自己写的 {len(archiver)} 个文件（__MACOSX、.DS_Store 等）"] if archiver else []
     uploads = [u for u in uploads if u not in archiver]
@@ -347,34 +458,50 @@ def read_download(source: Path, scratch: Path, plugin: LMSFileNames, released: l
     claim_notes: list[tuple[str, str]] = []
     for upload in uploads:
         folder = upload.parts[0] if len(upload.parts) > 1 else ""
-        info = plugin.match(upload.name, folder)
+        info = plugin.owner(upload.name, folder)
         if not info:
-            unmatched.append((_shown(upload.shown), NOT_NOTEBOOK if Path(upload.name).suffix not in plugin.valid_ext
-                              else NOT_STUDENT_FOLDER if folder and plugin.match(upload.name) else NO_MATCH))
+            unmatched.append((upload.shown, NOT_PLAIN if name_problem(upload.name) else
+                              NOT_NOTEBOOK if upload.kind != "notebook" else
+                              NOT_STUDENT_FOLDER if folder and plugin.match(upload.name) else NO_MATCH))
             continue
         problem = student_id_problem(info["student_id"])
         if problem:
-            unmatched.append((_shown(upload.shown), problem))
+            unmatched.append((upload.shown, problem))
             continue
         upload.student = info["student_id"]
-        own = upload.name if folder else info["file_id"]  # what the student typed
-        claimed = [c for c in [plugin.match(own)] + [plugin.match(upload.name, sub) for sub in upload.parts[1:-1]]
-                   if c and c["student_id"] != upload.student]
-        if claimed:
-            claims.setdefault(folder, set()).update(c["student_id"] for c in claimed)
-            claim_notes.append((folder, f"{upload.student}：{_shown(upload.shown)} 自称属于 "
-                                f"{'、'.join(c['student_id'] for c in claimed)}，但 LMS 写明它是 {upload.student} "
-                                f"的（{'文件夹' if folder else '文件名前缀'}），仍算作 {upload.student} 的，不会交给别的学生"))
-            own = claimed[0]["file_id"] if plugin.match(own) else own
-        upload.notebook, why = _notebook(own, released, others or {})
-        if why:
-            unmatched.append((_shown(upload.shown), why))
-            continue
         if info.get("timestamp"):
             upload.when = plugin.parse_time(info["timestamp"]) or upload.when
         upload.names = {k: info[k] for k in ("first_name", "last_name") if info.get(k)}
         if info.get("full_name"):
             upload.names["last_name"], upload.names["first_name"] = split_name(info["full_name"])
+        matched = upload.name if upload.kind == "notebook" else f"{Path(upload.name).stem}.ipynb"
+        own = upload.name if folder else upload.name[len(matched) - len(info["file_id"]):]  # what the student typed
+        if upload.kind == "other":
+            upload.refused = f"上传的是 {_shown(own)}（不是 notebook）"
+            found.append(upload)
+            continue
+        if upload.kind == "zip":
+            own = _from_zip(upload, own, scratch, plugin, released, others or {})
+            if upload.refused:
+                found.append(upload)
+                continue
+        odd = bool(name_problem(own))
+        if odd:
+            own = _safe_name(own)
+        claimed = [c for c in [plugin.match(own)] + [plugin.match(upload.name, sub) for sub in upload.parts[1:-1]]
+                   if c and c["student_id"] != upload.student]
+        if claimed:
+            claims.setdefault(folder, set()).update(c["student_id"] for c in claimed)
+            claim_notes.append((folder, f"{upload.student}：{upload.shown} 自称属于 "
+                                f"{'、'.join(c['student_id'] for c in claimed)}，但 LMS 写明它是 {upload.student} "
+                                f"的（{'文件夹' if folder else '文件名前缀'}），仍算作 {upload.student} 的，不会交给别的学生"))
+            own = claimed[0]["file_id"] if plugin.match(own) else own
+        upload.notebook, why = _notebook(own, released, others or {})
+        if why:
+            unmatched.append((upload.shown, why))
+            continue
+        if odd:
+            upload.note = f"上传的文件名含控制字符或超过 255 字节（{upload.shown}），按 {upload.notebook} 收取"
         found.append(upload)
     wrappers = {folder for folder, ids in claims.items() if folder and len(ids) > 1}
     for upload in [u for u in found if len(u.parts) > 1 and u.parts[0] in wrappers]:

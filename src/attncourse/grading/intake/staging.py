@@ -6,6 +6,7 @@ nbgrader metadata of the student version put back or found again, test cells whe
 aside, renamed or repaired is noted.
 """
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -39,6 +40,19 @@ class Intake:
     notes: list[str] = field(default_factory=list)  # what was set aside or changed, for the CSV and report
     digest: str = ""  # of what was staged: an unchanged submission keeps its grade
     submitted_at: str = "提交时间未知"  # when it was handed in, as timestamp.txt says
+
+
+def intake_notes_path(root: str | Path, assignment: str, student: str) -> Path:
+    return Path(root) / "build" / "grading" / "collected" / assignment / f"{student}.json"
+
+
+def intake_notes(root: str | Path, assignment: str, student: str) -> list[str]:
+    """What the last collect that took this student's submission changed on the way (collect.py writes it)."""
+    try:
+        notes = json.loads(intake_notes_path(root, assignment, student).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(n) for n in notes] if isinstance(notes, list) else []
 
 
 def student_id_problem(name: str) -> str:
@@ -149,6 +163,9 @@ def class_staged(cfg: Config, pairs: list[tuple[str, str]]) -> Iterator[list[Int
     released = {a: {p.name: nbformat.read(p, as_version=4) for p in where.released_notebooks(a)}
                 for a in sorted({a for a, _ in pairs})}
     try:
-        yield [stage(where.submitted(s, a), scratch / s / a, a, released[a]) for a, s in pairs]
+        intakes = [stage(where.submitted(s, a), scratch / s / a, a, released[a]) for a, s in pairs]
+        for intake in intakes:  # what collect changed on the way, first
+            intake.notes[:0] = intake_notes(where.root, intake.assignment, intake.student)
+        yield intakes
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
