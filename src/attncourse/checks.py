@@ -128,7 +128,7 @@ def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -
     """`got` (any device and dtype) has `expected`'s shape and matches it within the tolerances, on the CPU."""
     import torch
     got = got.detach().float().cpu()
-    return got.shape == expected.shape and torch.allclose(got, expected.float().cpu(), rtol=rtol, atol=atol)
+    return bool(got.shape == expected.shape and torch.allclose(got, expected.float().cpu(), rtol=rtol, atol=atol))
 
 
 def differences(got: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0, atol: float = 0.0,

@@ -31,7 +31,8 @@ def cmd_screenshots(args: argparse.Namespace) -> int:
     from .notebooks import decks
     from .slides import screenshots
     chosen = [d for d in decks(args.root) if not args.deck or d.stem in args.deck]
-    out = args.out or args.root / "build" / "screenshots"
+    from .grading.course import build_dir
+    out = args.out or build_dir(args.root) / "screenshots"
     from .slides import KIND_NAMES, LEGIBLE_PX, smallest
     fits = screenshots(args.root, out, chosen)
     print(f"{len(fits)} 张幻灯片截图（1280×800）已写入 {out}/html/ 与 {out}/rise/")
@@ -52,7 +53,8 @@ def cmd_build(args: argparse.Namespace) -> None:
     if not args.no_slides:
         from .slides import build_slides
         step("运行讲义并生成离线幻灯片")
-        build_slides(args.root, args.root / "build" / "slides", args.root / "build" / "vendor" / "node_modules")
+        from .grading.course import build_dir
+        build_slides(args.root, build_dir(args.root) / "slides", build_dir(args.root) / "vendor" / "node_modules")
     demo.build(args.root, args.jobs)
 
 

@@ -30,11 +30,11 @@ import nbformat
 from nbformat import NotebookNode
 
 from .cells import cells_by_id
-from .course import folders
+from .course import catalog_path, folders
 
 
 def load_catalog(root: str | os.PathLike[str], assignment: str) -> ModuleType:
-    path = Path(root) / "catalog" / f"{assignment}.py"
+    path = catalog_path(root, assignment)
     spec = importlib.util.spec_from_file_location(f"catalog_{assignment}", path)
     assert spec is not None and spec.loader is not None  # a path ending in .py always has a loader
     module = importlib.util.module_from_spec(spec)

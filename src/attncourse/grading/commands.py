@@ -20,7 +20,7 @@ from traitlets.config import Config
 
 from . import logs, records
 from .cells import test_cell_ids
-from .course import Folders, assignments, folders, nbgrader_config, submissions
+from .course import Folders, assignments, build_dir, folders, nbgrader_config, submissions
 from .intake import collect, staging
 from .isolation.sandbox import SandboxUnavailable
 from .model import Outcome, Status
@@ -38,8 +38,8 @@ def step(title: str) -> None:
 
 
 def _log(root: str | Path) -> Path:
-    (Path(root) / "build").mkdir(exist_ok=True)
-    return logs.to_file(Path(root) / "build" / "nbgrader.log")
+    build_dir(root).mkdir(exist_ok=True)
+    return logs.to_file(build_dir(root) / "nbgrader.log")
 
 
 # --- release ---------------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def collect_download(root: str | Path, source: str | Path, assignment: str) -> c
         more = f" 等 {count} 个" if count > len(examples) else ""
         print(f"  ✘ 未收集 {count} 个：{why}：{for_terminal('、'.join(examples), 400)}{more}")
     if result.unmatched:
-        listing = root / "build" / f"collect-{assignment}-未收集.txt"
+        listing = build_dir(root) / f"collect-{assignment}-未收集.txt"
         collect.write_listing(listing, result.unmatched)
         print(f"  未收集的每个文件及原因：{listing.relative_to(root)}")
     print(f"  收集 {len({t[0] for t in result.taken})} 名学生；{len(result.refused)} 名学生未能收取；"
@@ -188,18 +188,18 @@ def publish_feedback(root: str | Path, outcomes: list[Outcome]) -> None:
     print(f"  ✔ feedback/：{published} 份反馈")
 
 
-def write_report(root: str | Path, outcomes: list[Outcome], build_dir: str | Path | None = None) -> None:
+def write_report(root: str | Path, outcomes: list[Outcome], out_dir: str | Path | None = None) -> None:
     root = Path(root)
-    build_dir = Path(build_dir or root / "build")
-    csv_path = build_dir / "grades.csv"
+    out = Path(out_dir or build_dir(root))
+    csv_path = out / "grades.csv"
     report.write_grades_csv(outcomes, csv_path)
     print(f"  ✔ {csv_path.relative_to(root)}")
-    report.write_misconceptions_csv(outcomes, build_dir / "misconceptions.csv")
-    print(f"  ✔ {(build_dir / 'misconceptions.csv').relative_to(root)}")
+    report.write_misconceptions_csv(outcomes, out / "misconceptions.csv")
+    print(f"  ✔ {(out / 'misconceptions.csv').relative_to(root)}")
     where = folders(root)
     cells = {aid: [cell for nb in where.released_notebooks(aid)
                    for cell in test_cell_ids(nbformat.read(nb, as_version=4))] for aid in {o.assignment for o in outcomes}}
-    path = report.write_report(outcomes, build_dir / "report", cells, where.feedback())
+    path = report.write_report(outcomes, out / "report", cells, where.feedback())
     print(f"  ✔ {path.relative_to(root)}，{path.with_suffix('.html').relative_to(root)}")
 
 

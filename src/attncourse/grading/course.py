@@ -11,9 +11,14 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+# The course's own folders beside nbgrader's (`Folders`, from nbgrader_config.py), relative to the course root:
+# what an author writes there and what the tools build. Every command finds them through the functions below.
+CATALOG = "catalog"  # catalog/<assignment>.py: the realistic mistakes of each unit
+BUILD = "build"  # what the tools build: slides, reports, the student bundle, the demo, the grader's state
+GRADING = "grading"  # build/grading/: the grader's own state (records, collect's notes) and scratch folders
 DB_BUSY_SECONDS = 60  # a gradebook locked by someone else (formgrader, another run) is waited for, then retried
 # What a course author writes; a scratch course (the demo, quickcheck, the benchmark, tests) copies these.
-AUTHORED = ("course.toml", "nbgrader_config.py", "source", "catalog", "notebooks", "img")
+AUTHORED = ("course.toml", "nbgrader_config.py", "source", CATALOG, "notebooks", "img")
 
 
 def use_this_environment() -> None:
@@ -62,6 +67,19 @@ def gradebook_url(cfg: Config, root: str | Path) -> str:
     if url.startswith("sqlite:") and "timeout=" not in url:
         url += f"{'&' if '?' in url else '?'}timeout={DB_BUSY_SECONDS}"
     return url
+
+
+def build_dir(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / BUILD
+
+
+def grading_dir(root: str | os.PathLike[str]) -> Path:
+    """build/grading/: only the grader writes here."""
+    return build_dir(root) / GRADING
+
+
+def catalog_path(root: str | os.PathLike[str], assignment: str) -> Path:
+    return Path(root) / CATALOG / f"{assignment}.py"
 
 
 def coursedir(cfg: Config, assignment_id: str = "", student_id: str = "*") -> CourseDirectory:

@@ -23,6 +23,7 @@ from traitlets import Unicode
 from traitlets.config import Config, Configurable
 
 from .cells import is_test_grade
+from .course import grading_dir
 from .files import write_atomic
 from .model import Hold, HoldKind, Outcome, Review, Scores, Status
 
@@ -91,7 +92,7 @@ class Record:
 
 
 def records_dir(root: str | Path) -> Path:
-    return Path(root) / "build" / "grading" / "records"
+    return grading_dir(root) / "records"
 
 
 def read_record(root: str | Path, assignment: str, student: str) -> Record | None:

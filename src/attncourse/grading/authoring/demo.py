@@ -19,7 +19,7 @@ from ...notebooks import dumps
 from .. import commands
 from ..catalogs import load_catalog
 from ..cells import is_test_cell
-from ..course import assignments, copy_course_files, folders
+from ..course import assignments, build_dir, copy_course_files, folders
 from ..model import Outcome
 from ..release.student_version import ReleaseRefused
 from .variants import answered
@@ -125,7 +125,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def demo_course(root: str | os.PathLike[str]) -> Path:
     """build/demo/: a course of its own (gradebook, release record, submitted/) made from this one."""
-    demo: Path = copy_course_files(root, Path(root) / "build" / "demo")
+    demo: Path = copy_course_files(root, build_dir(root) / "demo")
     return demo
 
 

@@ -15,6 +15,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from ...notebooks import DECKS, KERNELSPEC, TITLE_TAG, decks, tidy
+from ..course import catalog_path, folders
 
 UNIT_ID = re.compile(r"^a\d+_[a-z][a-z0-9_]*$")
 IMPORTS = "import math\nimport torch\nfrom torch import nn\nfrom torch.nn import functional as F\nfrom d2l import torch as d2l"
@@ -119,9 +120,9 @@ def create(root: str | os.PathLike[str], unit: str, title: str, notebook: str | 
         raise ValueError(f"单元编号 {unit!r} 应形如 a4_window（a + 数字 + 下划线 + 小写英文）")
     notebook = notebook or unit.split("_", 1)[1]
     deck = deck or f"{len(decks(root)) + 1:02d}_{notebook}"
-    files = {root / "source" / unit / f"{notebook}.ipynb": source_notebook(title, deck),
+    files = {folders(root).source(unit) / f"{notebook}.ipynb": source_notebook(title, deck),
              root / DECKS / f"{deck}.ipynb": deck_notebook(title),
-             root / "catalog" / f"{unit}.py": catalog_text(unit, notebook, deck)}
+             catalog_path(root, unit): catalog_text(unit, notebook, deck)}
     existing = [str(p.relative_to(root)) for p in files if p.exists()]
     if existing:
         raise ValueError(f"已存在，不会覆盖：{'、'.join(existing)}")

@@ -24,7 +24,7 @@ from traitlets.config import Config
 
 from ...notebooks import dumps
 from ..cells import grade_id
-from ..course import Folders
+from ..course import Folders, grading_dir
 from . import matching, reading
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -43,7 +43,7 @@ class Intake:
 
 
 def intake_notes_path(root: str | Path, assignment: str, student: str) -> Path:
-    return Path(root) / "build" / "grading" / "collected" / assignment / f"{student}.json"
+    return grading_dir(root) / "collected" / assignment / f"{student}.json"
 
 
 def intake_notes(root: str | Path, assignment: str, student: str) -> list[str]:
@@ -157,7 +157,7 @@ def class_staged(cfg: Config, pairs: list[tuple[str, str]]) -> Iterator[list[Int
     """Every (assignment, student) of the class folder (`c.CourseDirectory.submitted_directory`) staged into a
     scratch folder of the course's build/grading/, removed afterwards; yields their Intakes in order."""
     where = Folders(cfg)
-    work = where.root / "build" / "grading"
+    work = grading_dir(where.root)
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="staged-"))
     released = {a: {p.name: nbformat.read(p, as_version=4) for p in where.released_notebooks(a)}

@@ -30,7 +30,8 @@ from importlib.metadata import EntryPoint
 from typing import Any, NoReturn
 
 from jupyter_client.connect import KernelConnectionInfo
-from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
+from jupyter_client.provisioning.factory import KernelProvisionerFactory
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from . import sandbox as sandboxes
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import zmq
 import zmq.asyncio
-from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.session import Session as MessageSession
 from jupyter_core.utils import run_sync

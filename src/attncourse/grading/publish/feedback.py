@@ -33,7 +33,7 @@ from traitlets.config import Config
 
 from .. import records, safe_html
 from ..cells import SHOWN_RUN, TA_ONLY, is_test_cell
-from ..course import Folders, coursedir
+from ..course import Folders, coursedir, grading_dir
 from ..files import replace_dir
 from ..model import Outcome, Status
 from ..syntax import docstring
@@ -222,7 +222,7 @@ def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callabl
     released notebook that says so and why. A failure stays on the student's row. Returns how many were
     published."""
     root, where = Path(root), Folders(cfg)
-    work = root / "build" / "grading"
+    work = grading_dir(root)
     work.mkdir(parents=True, exist_ok=True)
     mathjax = vendor_file(root, "mathjax3/es5/tex-svg.js")
     if mathjax is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from ...config import settings
-from ..course import folders
+from ..course import build_dir, folders
 from . import student_version as release
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*src=\"([^\"]+)\"")
@@ -110,7 +110,7 @@ def build(root: Path, assignment: str) -> Path:
     found = leaks(root, assignment, files)
     if found:
         raise release.LeakError(f"作业包含有答案或隐藏测试：{'; '.join(found[:5])}")
-    target = root / "build" / "student" / f"{assignment}.zip"
+    target = build_dir(root) / "student" / f"{assignment}.zip"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".zip.part")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:

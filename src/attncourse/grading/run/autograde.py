@@ -22,7 +22,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets.config import Config
 
 from .. import records
-from ..course import Folders, coursedir, kernel_env
+from ..course import Folders, coursedir, grading_dir, kernel_env
 from ..files import replace_dir
 from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
@@ -175,7 +175,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
         jobs = 2 * workers.threads  # the coordinator's bookkeeping for one overlaps the execution of another
     elif preload:
         sandbox = sandboxes.for_grading(cfg, warn)
-    work = root / "build" / "grading"
+    work = grading_dir(root)
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
     saved_env, saved_cwd = dict(os.environ), os.getcwd()

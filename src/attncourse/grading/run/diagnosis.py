@@ -21,7 +21,7 @@ from typing import Any
 
 from nbformat import NotebookNode
 
-from .. import syntax
+from .. import course, syntax
 from ..catalogs import load_catalog, source_notebook, with_code
 from ..cells import grade_id, is_test_cell
 from ..protocol import probe, remote, trusted
@@ -125,7 +125,7 @@ class Unit:
 
 
 def catalog_path(root: str | Path, assignment: str) -> Path:
-    return Path(root) / "catalog" / f"{assignment}.py"
+    return course.catalog_path(root, assignment)
 
 
 UNAVAILABLE = "提示：本作业的错误目录（catalog/）无法读取，反馈中不会给出“可能的原因”"
