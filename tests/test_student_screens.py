@@ -23,25 +23,31 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # a fresh venv and the student setup: about a minute
 
-A1 = "a1_scoring"
-ANSWERED = "masked_softmax"  # the one question answered (correctly)
+A1, A4 = "a1_scoring", "a4_rope_mla"
+ANSWERED = "masked_softmax"  # the one a1 question answered (correctly) in the terminal test
 WRONG = "additive_attention"  # answered wrongly in the terminal test
+TWO_OF_EIGHT = ("apply_rope", "mla_cache_bytes", "gqa_equivalent_groups")  # a4's questions 1 and 2, answered
+HINT = "形状不对：期望 (2, 5, 16)\n检查 view 与 transpose 的顺序"  # a wrong answer's two-line message
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def notebook(answers=(ANSWERED,), wrong=()) -> nbformat.NotebookNode:
-    """The released notebook with the catalog's correct answer in the `answers` cells and a wrong one (ReLU
-    instead of tanh) in the `wrong` cells; every other question untouched."""
-    catalog = load_catalog(ROOT, A1)
-    rel = nbformat.read(ROOT / "release" / A1 / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
-    full = answered(rel, source_notebook(ROOT, A1, catalog))
+def notebook(aid=A1, answers=(ANSWERED,), wrong=()) -> nbformat.NotebookNode:
+    """The released notebook of `aid` with the catalog's correct answer in the `answers` cells and a wrong one in
+    the `wrong` cells (a1: ReLU instead of tanh; elsewhere the stub raises a two-line ValueError instead of
+    NotImplementedError); every other question untouched."""
+    catalog = load_catalog(ROOT, aid)
+    rel = nbformat.read(ROOT / "release" / aid / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    full = answered(rel, source_notebook(ROOT, aid, catalog))
     nb = copy.deepcopy(rel)
     for cell, solved in zip(nb.cells, full.cells, strict=True):
         if grade_id(cell) in answers:
             cell.source = solved.source
-        elif grade_id(cell) in wrong:
+        elif grade_id(cell) in wrong and aid == A1:
             assert "torch.tanh" in solved.source
             cell.source = solved.source.replace("torch.tanh", "torch.relu")
+        elif grade_id(cell) in wrong:
+            assert "raise NotImplementedError()" in cell.source
+            cell.source = cell.source.replace("raise NotImplementedError()", f"raise ValueError({HINT!r})")
     return nb
 
 
@@ -89,30 +95,60 @@ def test_nbgrader_validate_reports_per_question_in_chinese(student, tmp_path):
     assert "详细信息" in details and "AssertionError" in details and "test_additive_attention" in details
 
 
+def validate_in_lab(page, url, path):
+    """Open `path` in the student's JupyterLab, press Validate; (the dialog's text, where its parts lie on the
+    1280x800 screen) once the report is shown."""
+    page.goto(f"{url}/lab/tree/{path}")
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'] >> visible=true", timeout=120_000)
+    page.wait_for_timeout(3000)
+    page.get_by_role("button", name="Validate（验证）").click()
+    page.locator(".jp-Dialog-content .attncourse-validate").wait_for(timeout=600_000)
+    page.wait_for_timeout(500)
+    where = page.evaluate("""() => {
+        const box = el => { const r = el.getBoundingClientRect(); return [r.top, r.bottom]; };
+        const headline = document.querySelector('.jp-Dialog-content .attncourse-validate-headline');
+        const r = headline.getBoundingClientRect();
+        const seen = headline.contains(document.elementFromPoint(r.left + 4, (r.top + r.bottom) / 2));
+        const list = document.querySelector('.jp-Dialog-content .attncourse-validate pre');
+        return {height: innerHeight, headline: box(headline), seen, dialog: box(document.querySelector('.jp-Dialog-content')),
+                scrolls: list.scrollHeight > list.clientHeight, headlineText: headline.innerText};
+    }""")
+    return page.locator(".jp-Dialog-content").inner_text(), where
+
+
+def in_view(where):
+    """The headline and the whole dialog lie on the screen, the headline uncovered (not scrolled away)."""
+    top, bottom = where["headline"]
+    return where["seen"] and 0 <= top < bottom <= where["height"] and 0 <= where["dialog"][0] <= where["dialog"][1] <= where["height"]
+
+
 @pytest.mark.needs_browser
 def test_validate_button_in_the_students_jupyterlab(student, tmp_path):
-    """One question answered correctly: the notebook opens unmodified, no news pop-up, and Validate's dialog says
-    in Chinese, question by question, that it passed and the others are not answered, in < 5,000 characters."""
+    """A student who has answered 2 of a4's 8 questions: the notebook opens unmodified, no news pop-up, and the
+    Validate dialog says in Chinese, question by question, that 2 passed and 6 are not answered (未作答, no
+    NotImplementedError lines), with the counts on screen when it opens. Then a notebook where every question
+    fails: the list scrolls inside the dialog, and the counts stay on screen."""
     python, env, _ = student
-    (tmp_path / A1).mkdir()
-    nbformat.write(notebook(), tmp_path / A1 / "scoring.ipynb")
+    (tmp_path / A4).mkdir()
+    nbformat.write(notebook(A4, TWO_OF_EIGHT), tmp_path / A4 / "rope_mla.ipynb")
+    every = [grade_id(c) for c in notebook(A4, ()).cells if grade_id(c) and "raise NotImplementedError()" in c.source]
+    nbformat.write(notebook(A4, (), wrong=every), tmp_path / A4 / "wrong.ipynb")
     with jupyterlab(tmp_path, python=python, env=env) as url, Browser() as browser:
-        browser.open(f"{url}/lab/tree/{A1}/scoring.ipynb", settle=5)
         page = browser.page
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-        browser.wait(3)
+        text, where = validate_in_lab(page, url, f"{A4}/rope_mla.ipynb")
+        browser.screenshot(tmp_path / "validate.png")
         tab = page.locator(".jp-mod-current.lm-TabBar-tab, .lm-mod-current.lm-TabBar-tab").first
         assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), "the notebook opens modified"
         toasts = page.locator(".Toastify__toast").all_inner_texts()
         assert not toasts, f"a pop-up covers the page: {toasts}"
         assert page.locator(".validate-button").count() == 0, "nbgrader's English Validate button is still there"
-        page.get_by_role("button", name="Validate（验证）").click()
-        dialog = page.locator(".jp-Dialog-content")
-        dialog.wait_for(timeout=600_000)
-        page.locator(".jp-Dialog-content .attncourse-validate").wait_for(timeout=600_000)
-        text = dialog.inner_text()
-        browser.screenshot(tmp_path / "validate.png")
-    assert "验证结果" in text and "✔ 通过：1. 掩蔽 softmax（masked softmax）" in text, text
-    assert "○ 未作答：2. 加性注意力" in text and "通过 1，未通过 0，未作答 6" in text, text
-    assert len(text) < 5000, len(text)
-    assert "The following cell failed" not in text and "Traceback" not in text, text
+        page.keyboard.press("Escape")
+        failing, crowded = validate_in_lab(page, url, f"{A4}/wrong.ipynb")
+        browser.screenshot(tmp_path / "validate-all-failed.png")
+    assert "验证结果" in text and "✔ 通过：第 1 题：旋转位置编码 `apply_rope`" in text, text
+    assert where["headlineText"] == "共 8 题：通过 2，未通过 0，未作答 6。" and text.count("○ 未作答：") == 6, text
+    assert "NotImplementedError" not in text and "The following cell failed" not in text and "Traceback" not in text
+    assert len(text) < 5000 and in_view(where), (len(text), where)
+    assert crowded["headlineText"] == "共 8 题：通过 0，未通过 8，未作答 0。", failing
+    assert crowded["scrolls"] and failing.count(HINT.splitlines()[1]) >= 10, crowded
+    assert in_view(crowded), f"the counts are not on screen when the dialog opens: {crowded}"

@@ -22,17 +22,27 @@
     const { Dialog, ToolbarButton, showDialog } = apputils;
     const { ServerConnection } = services;
 
+    // The headline (the counts) first and always in view; the list and the tracebacks scroll in boxes under it,
+    // so that the dialog stays within a 1280x800 screen however many questions failed.
+    function scrolling(content) {
+      const pre = text('pre', content);
+      Object.assign(pre.style, { whiteSpace: 'pre-wrap', maxHeight: '45vh', overflowY: 'auto', margin: '0' });
+      return pre;
+    }
+
     function body(result) {
       const node = document.createElement('div');
       node.className = 'attncourse-validate';
-      node.appendChild(text('pre', result.summary));
+      const headline = text('p', result.headline, 'attncourse-validate-headline');
+      Object.assign(headline.style, { fontWeight: 'bold', fontSize: '1.1em', margin: '0 0 0.75em 0' });
+      node.appendChild(headline);
+      node.appendChild(scrolling(result.summary));
       if (result.details) {
         const more = document.createElement('details');
         more.appendChild(text('summary', '详细信息（traceback，一般不需要看）'));
-        more.appendChild(text('pre', result.details));
+        more.appendChild(scrolling(result.details));
         node.appendChild(more);
       }
-      node.querySelectorAll('pre').forEach(pre => { pre.style.whiteSpace = 'pre-wrap'; });
       return new widgets.Widget({ node });
     }
 
