@@ -60,7 +60,7 @@ def _zip_bytes(entries):
 def _moodle_download(root, path):
     full, held = _notebooks(root)
     files = []
-    for sid, (name, pid, kind) in ROSTER.items():
+    for name, pid, kind in ROSTER.values():
         folder = f"{name}_{pid}_assignsubmission_file_/"
         files += {"graded": [(folder + "scoring.ipynb", full)],
                   "accepted": [(folder + "scoring.ipynb", held)], "rejected": [(folder + "scoring.ipynb", held)],

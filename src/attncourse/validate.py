@@ -18,7 +18,7 @@ Two ways in, both set up by `python -m attncourse.student`:
 import json
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 from nbconvert.filters import strip_ansi
 from nbformat import NotebookNode
@@ -161,30 +161,35 @@ def tracebacks(nb: NotebookNode) -> str:
     return "\n\n".join(parts)
 
 
-class CourseValidator(Validator):
+class CourseValidator(Validator):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's Validator with the course's Chinese report."""
 
     details = Bool(False, help="Also print the full traceback of every failed test.").tag(config=True)
 
+    executed: NotebookNode | None = None  # the notebook as the last validation ran it
+
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
-        self.executed = super()._preprocess(nb)
-        return self.executed
+        executed: NotebookNode = super()._preprocess(nb)
+        self.executed = executed
+        return executed
 
     def report(self, filename: str) -> dict[str, str]:
         """{"headline": the counts in one line, "summary": one line per question and what failed under it,
         "details": tracebacks ("" when none)} of a notebook, validated by nbgrader."""
         self.executed = None
         results = self.validate(filename)
+        executed = cast("NotebookNode | None", self.executed)  # set by `_preprocess` while nbgrader validated
+        assert executed is not None
         if results.get("type_changed"):
             kinds = "；".join(f"{c['source'].splitlines()[0][:60] if c['source'] else '(空)'}："
                              f"{c['old_type']} → {c['new_type']}" for c in results["type_changed"])
             return {"headline": f"有 {len(results['type_changed'])} 个单元格的类型被改了，评分时会出错。",
                     "summary": f"请改回原来的类型（或重新下载作业）：{kinds}", "details": ""}
-        headline, text = summary(self.executed)
+        headline, text = summary(executed)
         if results.get("changed"):
             text = (f"注意：有 {len(results['changed'])} 个带锁的单元格或测试单元格被改动过。评分时用的是原样的测试，"
                     "你的改动不算数，现在通过的测试评分时可能不通过。\n\n" + text)
-        return {"headline": headline, "summary": text, "details": tracebacks(self.executed)}
+        return {"headline": headline, "summary": text, "details": tracebacks(executed)}
 
     def validate_and_print(self, filename: str) -> None:
         result = self.report(filename)
@@ -210,8 +215,8 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     from nbgrader.server_extensions.validate_assignment.handlers import ValidateAssignmentHandler
     from tornado.web import HTTPError, authenticated
 
-    class ValidateHandler(APIHandler, ValidateAssignmentHandler):
-        @authenticated
+    class ValidateHandler(APIHandler, ValidateAssignmentHandler):  # type: ignore[misc]  # no type information
+        @authenticated  # type: ignore[untyped-decorator]  # tornado is not read by mypy (pyproject.toml)
         def post(self) -> None:
             root = os.path.realpath(server_app.root_dir)
             target = os.path.realpath(os.path.join(root, self.get_json_body()["path"]))
