@@ -45,7 +45,7 @@ def _missing(marker):
 # pytest-xdist runs each test file in one worker (`--dist loadfile`: its module fixtures are built once), the
 # files that take minutes first (CI's `--durations` log), so that the workers end together.
 LONGEST_FIRST = ("test_hostile.py", "test_catalog.py", "test_honest_class.py", "test_pipeline.py", "test_cluster.py",
-                 "test_semester.py", "test_postgres.py", "test_notebooks.py", "test_slide_fit.py", "test_slides.py",
+                 "test_semester.py", "test_outcomes.py", "test_postgres.py", "test_notebooks.py", "test_slide_fit.py", "test_slides.py",
                  "test_ta_screens.py", "test_student_screens.py", "test_witness.py")
 
 
