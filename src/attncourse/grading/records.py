@@ -252,11 +252,16 @@ def full_name(gb: Gradebook, student: str) -> str:
 
 
 def outcome(gb: Gradebook, root: str | Path, assignment: str, student: str) -> Outcome | None:
-    """The Outcome of a submission graded, failed or refused in an earlier run or intake (None if none was)."""
+    """The Outcome of a submission graded, failed or refused in an earlier run or intake, or graded by plain
+    `nbgrader autograde` (in the gradebook, no record); None if none was."""
     record = read_record(root, assignment, student)
-    if record is None:
-        return None
     name = full_name(gb, student)
+    if record is None:
+        try:
+            plain = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return None
+        return Outcome(assignment, student, Status.GRADED, name=name).take_scores(counted(plain, None))
     if record.status != Status.GRADED:
         return Outcome(assignment, student, record.status, record.reason, holds=record.holds, notes=record.notes,
                        name=name)
