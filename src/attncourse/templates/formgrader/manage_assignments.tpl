@@ -27,7 +27,7 @@
 {%- block table_header -%}
 <tr>
   <th>作业</th>
-  <th class="text-center">发布时间（UTC，course release）</th>
+  <th class="text-center">发布时间（UTC，<code>course release</code>）</th>
   <th class="text-center">notebook</th>
   <th class="text-center">提交数</th>
   <th class="text-center">各状态人数</th>

@@ -89,9 +89,13 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     base.BaseHandler.render = _render
     handlers.SubmissionHandler.exporter = property(review.Page)
     lists.wrap_api()
+    # nbgrader's formgrader extension, loaded after this one (jupyter_server loads them in alphabetical order),
+    # registers the review API with its own, before its catch-all for /formgrader/
+    if "nbgrader_formgrader" in serverapp.web_app.settings:
+        raise RuntimeError("attncourse's formgrader extension must load before nbgrader's")
+    apihandlers.default_handlers.append((review.API + "/([^/]+)", review.ReviewHandler))
     base_url = serverapp.web_app.settings["base_url"]
-    found = [(url_path_join(base_url, review.API, "([^/]+)"), review.ReviewHandler),
-             (url_path_join(base_url, review.STATIC, "(.*)"), StaticFileHandler,
+    found = [(url_path_join(base_url, review.STATIC, "(.*)"), StaticFileHandler,
               {"path": str(review.TEMPLATES / "static")})]
     mathjax = vendor_file(serverapp.root_dir, "mathjax/MathJax.js")
     if mathjax is None:

@@ -32,7 +32,8 @@ from ...run import ta_view
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "formgrader"
 REVIEWER_HEADER = "X-Course-Reviewer"  # the reviewer's name (URI-encoded) sent with each score the page saves
 DECIDED_HEADER = "X-Course-Decided"  # in the answer to a score that completed a decision
-API = "attncourse/formgrader/review"  # POST <base_url>/API/<submission notebook id>
+API = "/formgrader/api/course_review"  # POST <base_url>/API/<submission notebook id>: under /formgrader, where
+# the login cookie of a session started on a formgrader page reaches
 ANONYMOUS = re.compile(r"[0-9a-f]{32}|anonymous\b.*", re.IGNORECASE)  # jupyter_server's names for a token's user
 LOCAL_MATHJAX = "attncourse/mathjax"  # the course's MathJax 2 (build/vendor), served at <base_url>/LOCAL_MATHJAX/
 MATHJAX_CONFIG = "TeX-AMS_CHTML-full,Safe"  # what nbconvert's `mathjax()` macro asks the CDN for
@@ -168,7 +169,5 @@ def page_view(handler: Any, outcome: Outcome | None) -> dict[str, Any]:
         return {}
     return {"status": str(outcome.status), "label": outcome.status.label, "banner_tag": HOLD_BANNER,
             "decide": bool(outcome.holds) and outcome.review is None, "withheld": f"{outcome.withheld:g}",
-            "reviewer": prefilled(handler), "api": f"{handler.base_url}/{API}", "header": REVIEWER_HEADER,
+            "reviewer": prefilled(handler), "api": f"{handler.base_url}{API}", "header": REVIEWER_HEADER,
             "decided_header": DECIDED_HEADER}
-
-

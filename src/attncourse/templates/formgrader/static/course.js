@@ -30,7 +30,8 @@
     var PATTERNS = [
         [/^Editing (.+)$/, "修改 $1"], [/^Submission #(\d+)$/, "提交 #$1"],
         [/^(.+) \(no submission\)$/, "$1（没有提交）"], [/^(.+) \(not autograded\)$/, "$1（尚未评分）"],
-        [/^(.+) \(file missing\)$/, "$1（文件缺失）"], [/^There was an error (.*)$/, "出错了：$1"]
+        [/^(.+) \(file missing\)$/, "$1（文件缺失）"], [/^There was an error (.*)$/, "出错了：$1"],
+        [/^In\s*\[(.*)\]:$/, "输入 [$1]："], [/^Out\s*\[(.*)\]:$/, "输出 [$1]："]
     ];
     // notebook content (the student's and the assignment's text) is never translated
     var CONTENT = ".text_cell_render, .input_area, .output_wrapper, pre, code";
@@ -133,6 +134,9 @@
             return;
         }
         cell.append(label(c)).attr("data-order", c.rank);
+        if (!c.scored && c.detail) {  // why there is no grade
+            cell.append($("<div/>").addClass("course-reason").text(c.detail).attr("title", c.detail));
+        }
         mark(row, c.status);
     }
 
@@ -292,6 +296,7 @@
                 var found = {};
                 try { found = JSON.parse(xhr.responseText); } catch (e) { found = {}; }
                 message(found.error || "分数没有保存");
+                formgrader.grades.fetch({data: {submission_id: submission_id}});  // the boxes show what is saved
             }
         });
     }
