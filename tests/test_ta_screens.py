@@ -171,9 +171,8 @@ def _english(text):
 def _page(browser, url, root, shot):
     """Open a formgrader list and wait for its rows; the screenshot (1280×800) goes to build/screens/ of the
     course; returns the rows and what the page shows outside notebooks."""
-    browser.open(url, settle=0.5)
-    browser.page.wait_for_selector("table.dataTable, .course-assignment", timeout=60_000)
-    browser.wait(0.5)
+    browser.open(url, settle=0)
+    browser.page.wait_for_selector("table.dataTable, .course-assignment", timeout=60_000)  # all rows drawn
     (root / "build" / "screens").mkdir(exist_ok=True)
     browser.screenshot(root / "build" / "screens" / f"{shot}.png")
     return browser.evaluate(TABLE_JS), browser.evaluate(CHROME_JS)
@@ -184,8 +183,8 @@ def _outcomes(root):
 
 
 def test_every_list_is_chinese_and_shows_each_rows_outcome(graded, formgrader):
-    """Manage Assignments, Manage Students, a student's assignments and notebooks, Manage Submissions and Manual
-    Grading's three lists: each row's status in the words of `course report` (as the records have it now), held
+    """Manage Assignments, Manage Students (and its dialog), a student's assignments and notebooks, Manage
+    Submissions and Manual Grading's three lists: each row's status in the words of `course report` (as the records have it now), held
     and failed rows marked, no number where there is no grade, the roster's names, and no English label."""
     root, ids = graded
     url, browser = formgrader
@@ -203,6 +202,10 @@ def test_every_list_is_chinese_and_shows_each_rows_outcome(graded, formgrader):
     assert sorted(row["status"]) == sorted(f"{label} {n}" for label, n in counts.items()), row
 
     rows, english["manage_students"] = _page(browser, f"{url}/formgrader/manage_students", root, "manage_students")
+    browser.page.click("#main-table tr .edit a")  # the dialog that edits a student's name
+    browser.page.wait_for_selector("#edit-student-modal .save")
+    english["edit_student"] = browser.evaluate(CHROME_JS)
+    assert "学号" in english["edit_student"] and "保存" in english["edit_student"], english["edit_student"]
     by_id = {r["cells"][1]: r for r in rows}
     assert set(by_id) == set(NAMES), by_id.keys()
     for student, row in by_id.items():
@@ -251,26 +254,20 @@ def test_every_list_is_chinese_and_shows_each_rows_outcome(graded, formgrader):
     assert not left, (left, english)
 
 
-def test_the_grading_page_and_its_dialogs_are_chinese(graded, formgrader):
-    """The grading page around the notebook (navigation, headings, scoring buttons, comment boxes), its keyboard
-    help and Manage Students' edit dialog."""
+def test_the_grading_page_and_its_keyboard_help_are_chinese(graded, formgrader):
+    """The grading page around the notebook (navigation, headings, scoring buttons, comment boxes) and its keyboard
+    help."""
     root, ids = graded
     url, browser = formgrader
-    browser.open(f"{url}/formgrader/submissions/{ids[HONEST]}?token={TOKEN}", settle=2)
+    browser.open(f"{url}/formgrader/submissions/{ids[HONEST]}?token={TOKEN}", settle=1)
     text = browser.evaluate(CHROME_JS)
     assert "满分" in text and "学生的答案" in text and "下一份" in text, text[:2000]
     browser.screenshot(root / "build" / "screens" / "formgrade.png")
     browser.page.click(".help")
     browser.page.wait_for_selector("#help-dialog .shortcut-help")
-    browser.wait(0.5)
+    browser.wait(0.5)  # the dialog fades in
     text += " | " + browser.evaluate(CHROME_JS)
-    browser.open(f"{url}/formgrader/manage_students", settle=0.5)
-    browser.page.wait_for_selector("table.dataTable")
-    browser.page.click("#main-table tr .edit a")
-    browser.page.wait_for_selector("#edit-student-modal .save")
-    browser.wait(0.5)
-    text += " | " + browser.evaluate(CHROME_JS)
-    assert "快捷键" in text and "学号" in text and "保存" in text, text[-1500:]
+    assert "快捷键" in text and "到下一份提交的同一个框" in text, text[-1500:]
     assert not _english(text), (_english(text), text[:3000])
 
 
@@ -381,9 +378,7 @@ def decided(graded, formgrader):
     seen["api record"] = read_record(root, A1, ACCEPT).review
 
     page = browser.page
-    browser.open(f"{url}/formgrader/submissions/{ids[ACCEPT]}/", settle=0)
-    page.evaluate("localStorage.clear()")
-    page.reload()
+    browser.open(f"{url}/formgrader/submissions/{ids[ACCEPT]}/", settle=0)  # no name typed in this browser yet
     seen["field"] = page.wait_for_selector("#course-reviewer").input_value()
     seen["accept before"] = _banner(browser, root / "build" / "screens" / "held.png")
     browser.page.fill("#course-review-note", ACCEPTED_NOTE)
@@ -392,6 +387,7 @@ def decided(graded, formgrader):
     browser.page.wait_for_selector("#course-banner:has-text('已复核')", timeout=60_000)  # the page is drawn again
     seen["accept after"] = _banner(browser, root / "build" / "screens" / "accepted.png")
     seen["accept status"], seen["accept form"] = page.inner_text("#course-status"), page.query_selector("#course-review")
+    seen["again"] = _post(url, f"{review.API}/{ids[ACCEPT]}", {"accept": False, "note": "再点一次", "reviewer": TA2})
 
     browser.open(f"{url}/formgrader/submissions/{ids[REJECT]}/", settle=0)
     seen["remembered"] = page.wait_for_selector("#course-reviewer").input_value()
@@ -449,6 +445,8 @@ def test_held_submissions_are_accepted_and_rejected_on_their_page_by_a_named_ta(
         assert review_.note in banner and "待复核" not in banner and "导入了 ctypes" in banner, banner
         assert decided[f"{key} status"] == review_.decision.label
     assert decided["accept form"] is None
+    status, answer = decided["again"]  # a second decision (another TA, a second click) changes nothing
+    assert status == 400 and "已经复核过" in answer["error"] and read_record(root, A1, ACCEPT).review == accepted
 
 
 def test_held_cells_scored_one_by_one_are_a_decision_signed_by_the_named_ta(graded, decided):

@@ -68,6 +68,7 @@ def _render(self: Any, name: str, **ns: Any) -> str:
     """formgrader's pages from the course's templates; Manage Assignments with what `course release` released."""
     if name == "manage_assignments.tpl":
         ns["assignments"] = lists.assignments(self.coursedir.root, self.db_url)
+    ns.setdefault("base_url", self.base_url)  # nbgrader's 404 page of a submission is given none
     return TEMPLATES.get_template(name).render(**ns, course_static=f"{self.base_url}/{review.STATIC}")
 
 

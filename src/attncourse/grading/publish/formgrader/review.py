@@ -79,7 +79,10 @@ class ReviewHandler(BaseApiHandler):  # type: ignore[misc]  # nbgrader has no ty
         assignment, student = _submission(self, submission_id)
         body = self.get_json_body() or {}
         accept, note = body.get("accept") is True, " ".join(str(body.get("note", "")).split())
+        record = records.read_record(self.coursedir.root, assignment, student)
         try:
+            if record is not None and record.review is not None:  # one decision per submission (a second click)
+                raise ValueError(f"这份提交已经复核过：{record.review.describe()}")
             if not accept and not note:
                 raise ValueError("不计入时请写明理由：学生会在反馈中看到它")
             by = signer(self, str(body.get("reviewer", "")))
