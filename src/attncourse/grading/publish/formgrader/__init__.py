@@ -90,11 +90,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     base.BaseHandler.render = _render
     handlers.SubmissionHandler.exporter = property(review.Page)
     lists.wrap_api()
-    # nbgrader's formgrader extension, loaded after this one (jupyter_server loads them in alphabetical order),
-    # registers the review API with its own, before its catch-all for /formgrader/
-    if "nbgrader_formgrader" in serverapp.web_app.settings:
-        raise RuntimeError("attncourse's formgrader extension must load before nbgrader's")
-    apihandlers.default_handlers.append((review.API + "/([^/]+)", review.ReviewHandler))
     base_url = serverapp.web_app.settings["base_url"]
     found = [(url_path_join(base_url, review.STATIC, "(.*)"), StaticFileHandler,
               {"path": str(review.TEMPLATES / "static")})]
@@ -106,3 +101,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         found.append((url_path_join(base_url, review.LOCAL_MATHJAX, "(.*)"), StaticFileHandler,
                       {"path": str(mathjax.parent)}))
     serverapp.web_app.add_handlers(".*$", found)
+    # nbgrader's formgrader extension, loaded after this one (jupyter_server loads them in alphabetical order),
+    # registers the review API with its own handlers, before its catch-all for /formgrader/
+    if "nbgrader_formgrader" in serverapp.web_app.settings:
+        raise RuntimeError("attncourse's formgrader extension loaded after nbgrader's: formgrader cannot take "
+                           "review decisions (course review still can)")
+    apihandlers.default_handlers.append((review.API + "/([^/]+)", review.ReviewHandler))

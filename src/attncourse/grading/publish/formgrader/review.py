@@ -10,6 +10,7 @@
   (JupyterHub), else `c.Reviewer.name`. A token-only server's anonymous user is never recorded: the TA types a
   name, which the browser remembers.
 """
+import functools
 import json
 import re
 import urllib.parse
@@ -112,6 +113,7 @@ def held_waiting(handler: Any, grade_id: str) -> bool:
 def graded(put: Any) -> Any:
     """nbgrader's GradeHandler.put, signed: a score for a held cell needs a reviewer's name (nothing is saved
     without one), and the score that leaves no held cell waiting records the decision (`formgrader_graded`)."""
+    @functools.wraps(put)
     def put_signed(self: Any, grade_id: str) -> None:
         held, by = held_waiting(self, grade_id), ""
         if held:
@@ -127,7 +129,6 @@ def graded(put: Any) -> Any:
             self.gradebook.db.expire_all()
             if not held_waiting(self, grade_id):
                 self.set_header(DECIDED_HEADER, "1")
-    put_signed.__wrapped__ = put  # type: ignore[attr-defined]
     return authenticated(put_signed)
 
 
