@@ -66,14 +66,17 @@ path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps(settings, indent=1))
 PY
 
-# --- formgrader as the course uses it: holds recorded, math offline, no buttons around the course's checks
-#     (src/attncourse/grading/publish/formgrader.py) ---
+# --- formgrader as the course uses it: Chinese, each list row's outcome, held submissions decided by a named
+#     reviewer, math offline, no buttons around the course's checks, and JupyterLab's Nbgrader menu without the
+#     exchange's lists and Create Assignment (src/attncourse/grading/publish/formgrader/) ---
 #     (`jupyter server extension enable` refuses an extension no config file names yet: write the file)
 .venv/bin/python - <<'PY'
 import json, pathlib, sys
+from attncourse.grading.publish.formgrader import hide_around_the_course
 path = pathlib.Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "attncourse.json"
 path.parent.mkdir(parents=True, exist_ok=True)
 path.write_text(json.dumps({"ServerApp": {"jpserver_extensions": {"attncourse.grading.publish.formgrader": True}}}))
+hide_around_the_course()
 PY
 
 # --- git stores decks and sources clean, whatever a presenting session saved into them (.gitattributes) ---

@@ -96,20 +96,46 @@ INTERNALS = [
      "grading/run/cluster.py GradingWorker.setup is awaited with the worker, whose `plugins` and `state.nthreads` it "
      "reads", "DASK_PLUGIN_ADD"),
     ("nbgrader.server_extensions.formgrader.apihandlers:GradeHandler.put",
-     "grading/publish/formgrader.py records the TA's decision after this saves a score (clearing needs_manual_grade)",
-     "FG_GRADE_PUT"),
+     "grading/publish/formgrader/review.py: before this saves a score (clearing needs_manual_grade) the reviewer is "
+     "named; after it, the TA's decision is recorded", "FG_GRADE_PUT"),
     ("nbgrader.server_extensions.formgrader.handlers:SubmissionHandler.get",
-     "grading/publish/formgrader.py rewrites the CDN MathJax URL in the page this writes with self.write",
-     "FG_SUBMISSION_GET"),
+     "grading/publish/formgrader/review.py Page: this builds `resources` (assignment_id, student, base_url) and calls "
+     "self.exporter.from_filename(filename, resources=...)", "FG_SUBMISSION_GET"),
     ("nbgrader.server_extensions.formgrader.handlers:ManageAssignmentsHandler.get",
-     "grading/publish/formgrader.py renders the course's manage_assignments.tpl through self.render",
+     "grading/publish/formgrader: the course's manage_assignments.tpl is rendered through self.render with base_url",
      "FG_MANAGE_ASSIGNMENTS"),
     ("nbgrader.server_extensions.formgrader.handlers:ManageSubmissionsHandler.get",
-     "grading/publish/formgrader.py adds its note and hides columns 6-8 (autograde, feedback) in what self.render gives",
+     "templates/formgrader/manage_submissions.tpl is rendered through self.render with assignment_id and base_url",
      "FG_MANAGE_SUBMISSIONS"),
     ("nbgrader.server_extensions.formgrader.base:BaseHandler.render",
-     "grading/publish/formgrader.py: templates come from settings['nbgrader_jinja2_env'] (handlers.template_path)",
+     "grading/publish/formgrader replaces it: the same templates and arguments, the course's copies found first",
      "FG_RENDER"),
+    ("nbgrader.server_extensions.formgrader.formgrader:FormgradeExtension.init_handlers",
+     "grading/publish/formgrader adds the review API to apihandlers.default_handlers, which this registers before "
+     "its catch-all for /formgrader/", "FG_INIT_HANDLERS"),
+    ("jupyter_server.extension.manager:ExtensionManager.load_all_extensions",
+     "grading/publish/formgrader loads before nbgrader's formgrader (extensions load in alphabetical order)",
+     "EXTENSION_ORDER"),
+    ("jupyter_server.auth.identity:IdentityProvider.generate_anonymous_user",
+     "grading/publish/formgrader/review.py jupyter_user: a token's user is named 'Anonymous …' with a 32-digit hex "
+     "username, which never signs a decision", "ANONYMOUS_USER"),
+    ("nbgrader.apps.api:NbGraderAPI.get_students",
+     "grading/publish/formgrader/lists.py adds each student's outcomes to the rows (dicts with 'id')", "API_STUDENTS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_submissions",
+     "grading/publish/formgrader/lists.py adds each row's outcome (dicts with 'student') and the students not listed",
+     "API_SUBMISSIONS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_notebook_submissions",
+     "grading/publish/formgrader/lists.py adds each row's outcome (dicts with 'student')", "API_NOTEBOOK_SUBMISSIONS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_student_submissions",
+     "grading/publish/formgrader/lists.py adds each row's outcome (dicts with the assignment's 'name')",
+     "API_STUDENT_SUBMISSIONS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_student_notebook_submissions",
+     "grading/publish/formgrader/lists.py adds each row's outcome, and rows where the gradebook has no notebooks",
+     "API_STUDENT_NOTEBOOKS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_assignments",
+     "grading/publish/formgrader/lists.py adds each assignment's status counts (dicts with 'name')", "API_ASSIGNMENTS"),
+    ("nbgrader.apps.api:NbGraderAPI.get_notebooks",
+     "grading/publish/formgrader/lists.py adds the assignment's status counts to each notebook's row", "API_NOTEBOOKS"),
     ("nbgrader.preprocessors.overwritecells:OverwriteCells.preprocess_cell",
      "grading/run/autograde.py CourseOverwriteCells: a changed checksum of a locked cell is reported through "
      "report_change(grade_id, 'checksum', ...) before the cell is put back; self.gradebook, notebook_id and "
@@ -166,6 +192,16 @@ FINGERPRINTS = {
     "FG_MANAGE_ASSIGNMENTS": "c787dd23a16132e4",
     "FG_MANAGE_SUBMISSIONS": "9aed54a816af7993",
     "FG_RENDER": "be17584c70850a3f",
+    "FG_INIT_HANDLERS": "368ca4d6a6400d32",
+    "EXTENSION_ORDER": "ce826f95f74ed112",
+    "ANONYMOUS_USER": "5cbc7e248eac5545",
+    "API_STUDENTS": "fd48c72aa14e14f5",
+    "API_SUBMISSIONS": "d8f6bf5442c612a9",
+    "API_NOTEBOOK_SUBMISSIONS": "4ec3d42c1fe3737c",
+    "API_STUDENT_SUBMISSIONS": "dcc96e405dbec2be",
+    "API_STUDENT_NOTEBOOKS": "0d8cc132d3440e86",
+    "API_ASSIGNMENTS": "ceaa0437f93683a8",
+    "API_NOTEBOOKS": "f7610c607c9c2f8a",
     "FG_API": "5db811d72133f57e",
     "OVERWRITE_CELL": "663c856017e542de",
     "VALIDATE_START": "6c8419d8567523d7",
@@ -176,6 +212,39 @@ FINGERPRINTS = {
     "SHOWTRACEBACK": "6a5da68855007d73",
     "DO_EXECUTE": "78aa91d0af8b79f1",
     "DISPLAY_PUBLISH": "2dd0b1637badf9d7",
+}
+
+
+# nbgrader's formgrader files the course copies (templates/formgrader/: in Chinese, with the course's additions)
+# or whose globals static/course.js wraps (each page's view and insertRow, utils.js's helpers, the grading page's
+# FormGrader, GradeUI and keyboard help): path under nbgrader/server_extensions/formgrader -> sha256, 16 digits
+NBGRADER_FILES = {
+    "templates/base.tpl": "d206a94d41438f28",
+    "templates/base_403.tpl": "2d198706be4e302a",
+    "templates/base_500.tpl": "e04e1f39b090c83c",
+    "templates/formgrade/formgrade_macros.html.j2": "5eed6cc257f4aa3b",
+    "templates/formgrade/index.html.j2": "7a7a2c7539d2327c",
+    "templates/gradebook_assignments.tpl": "78460d266ac27b11",
+    "templates/gradebook_base.tpl": "8c26028a36dea407",
+    "templates/gradebook_notebook_submissions.tpl": "6ba31e53a5cd3c07",
+    "templates/gradebook_notebooks.tpl": "82397c92104b1d18",
+    "templates/manage_students.tpl": "0932178cf83a164e",
+    "templates/manage_students_assignments.tpl": "cdb9b9ac6ccbca77",
+    "templates/manage_students_base.tpl": "d186f462b0ee4271",
+    "templates/manage_students_notebook_submissions.tpl": "571edb1ad5a753a1",
+    "templates/manage_submissions.tpl": "b482829c57d325ea",
+    "static/js/backbone_xsrf.js": "2ab315481ea25400",
+    "static/js/formgrade.js": "53db14a9ea4a17ff",
+    "static/js/formgrade_keyboardmanager.js": "4273e983197cc394",
+    "static/js/formgrade_models.js": "cf65a763c01f137e",
+    "static/js/gradebook_assignments.js": "c886c6a5727f8c03",
+    "static/js/gradebook_notebook_submissions.js": "c8418c99ad5ae93f",
+    "static/js/gradebook_notebooks.js": "bbc0efad0bb96789",
+    "static/js/manage_students.js": "14379bf5c7471fac",
+    "static/js/manage_students_assignments.js": "c6d6e52b376aaac0",
+    "static/js/manage_students_notebook_submissions.js": "b970149ba92067b5",
+    "static/js/manage_submissions.js": "530b74e8c265089d",
+    "static/js/utils.js": "bf49532f75071613",
 }
 
 
@@ -205,6 +274,18 @@ def test_relied_on_internals_are_unchanged(path, relies, key):
         f"{path} changed (fingerprint {got}): review {relies}; if it still holds, set FINGERPRINTS[{key!r}] = {got!r}")
 
 
+@pytest.mark.parametrize("path", sorted(NBGRADER_FILES))
+def test_the_formgrader_files_the_course_copies_or_wraps_are_unchanged(path):
+    from pathlib import Path
+
+    from nbgrader.server_extensions.formgrader import handlers
+    got = hashlib.sha256((Path(handlers.root_path) / path).read_bytes()).hexdigest()[:16]
+    assert got == NBGRADER_FILES[path], (
+        f"nbgrader's formgrader {path} changed (fingerprint {got}): bring the course's copy in "
+        f"src/attncourse/templates/formgrader/ up to date, or review what static/course.js wraps in it; then set "
+        f"NBGRADER_FILES[{path!r}] = {got!r}")
+
+
 def test_autograde_runs_nbgraders_execute_step():
     """grading/run/autograde.py replaces the `Execute` class in Autograde's default steps by CourseExecute, and
     `OverwriteCells` in its sanitizing steps by CourseOverwriteCells."""
@@ -226,19 +307,18 @@ def test_autograde_runs_nbgraders_execute_step():
     assert replaced == [CourseOverwriteCells if step is OverwriteCells else step for step in steps]
 
 
-def test_formgrader_calls_nbconverts_mathjax_macro_with_its_cdn_default():
-    """grading/publish/formgrader.py replaces exactly this URL (nbgrader's formgrade template calls `mathjax()`
-    without one) by the course's own MathJax."""
+def test_formgrader_gives_nbconverts_mathjax_macro_the_courses_copy():
+    """The course's grading page (templates/formgrader/formgrade/index.html.j2) calls nbconvert's `mathjax(url)`
+    with the course's own MathJax and the configuration the macro's CDN default asks for."""
     from pathlib import Path
 
     import nbconvert
-    from nbgrader.server_extensions.formgrader import handlers
 
-    from attncourse.grading.publish.formgrader import CDN_MATHJAX
+    from attncourse.grading.publish.formgrader.review import MATHJAX_CONFIG, TEMPLATES
     macro = Path(nbconvert.__file__).parents[4] / "share" / "jupyter" / "nbconvert" / "templates" / "base" / "mathjax.html.j2"
-    assert CDN_MATHJAX in macro.read_text(encoding="utf-8"), f"{macro} no longer defaults to {CDN_MATHJAX}"
-    formgrade = Path(handlers.template_path) / "formgrade" / "index.html.j2"
-    assert "{{ mathjax() }}" in formgrade.read_text(encoding="utf-8"), f"{formgrade} calls mathjax() differently"
+    text = macro.read_text(encoding="utf-8")
+    assert "macro mathjax(url=" in text and f"?config={MATHJAX_CONFIG}" in text, f"{macro} changed"
+    assert "{{ mathjax(resources.course_mathjax) }}" in (TEMPLATES / "formgrade" / "index.html.j2").read_text()
 
 
 def test_jupyterlab_loads_prebuilt_extensions_as_the_course_validate_button_expects():

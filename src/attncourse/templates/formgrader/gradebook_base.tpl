@@ -1,0 +1,5 @@
+{%- extends 'course_base.tpl' -%}
+{%- set page = 'gradebook' -%}
+{%- block title -%}
+人工评分
+{%- endblock -%}

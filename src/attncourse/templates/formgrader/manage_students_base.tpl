@@ -1,0 +1,5 @@
+{%- extends 'course_base.tpl' -%}
+{%- set page = 'students' -%}
+{%- block title -%}
+学生
+{%- endblock -%}
