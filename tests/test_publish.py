@@ -211,3 +211,16 @@ def test_student_text_is_escaped_for_the_csv_report_and_terminal(tmp_path):
     assert "\x1b" not in row and "\r" not in row and len(row) < 3000
     assert "\x1b" not in report.describe(evil) and "\x1b" not in report.summary_table([evil])
     assert os.stat(tmp_path / "grades.csv").st_mode & 0o044 == 0o044 & ~os.umask(os.umask(0))
+
+
+def test_a_decision_is_taken_once(tmp_path):
+    """A second `course review` on a decided submission (another TA, a repeated command) is refused and changes
+    nothing."""
+    from attncourse.grading.records import decide
+    root, cfg, _ = small_course(tmp_path)
+    db = cfg.CourseDirectory.db_url
+    assert decide(db, root, "a", "2023000003", True, "李助教") == 5
+    first = read_record(root, "a", "2023000003").review
+    with pytest.raises(ValueError, match="已经复核过"):
+        decide(db, root, "a", "2023000003", False, "王助教", "改主意")
+    assert read_record(root, "a", "2023000003").review == first

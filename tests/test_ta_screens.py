@@ -615,3 +615,15 @@ def test_the_class_report_opens_and_is_inert(graded, formgrader):
     text = browser.page.inner_text("body")
     remote = [u for u in browser.requests if not u.startswith(("file:", "data:"))]
     assert HELD in text and found["pwned"] is None and browser.dialogs == [] and remote == [], (found, remote)
+
+
+def test_a_decision_taken_by_command_shows_in_the_running_formgrader(graded, formgrader):
+    """Last: `course review` in another process while formgrader runs; the grading page formgrader then draws
+    shows the decision, not what its long-lived gradebook session read before."""
+    root, _ = graded
+    browser = _open_submission(graded, formgrader, HELD)
+    assert "⚠ 待复核" in _banner(browser)
+    course(root, "review", A1, HELD, "--accept", "--by", "李助教")
+    browser = _open_submission(graded, formgrader, HELD)
+    banner = _banner(browser)
+    assert f"已复核：{Status.ACCEPTED.label}（李助教" in banner and "⚠ 待复核" not in banner, banner

@@ -168,6 +168,8 @@ def decide(db_url: str, root: str | Path, assignment: str, student: str, accept:
     if not by:
         raise ValueError("复核决定要写明复核人 / a review decision needs the reviewer's name")
     record = read_record(root, assignment, student)
+    if record is not None and record.review is not None:
+        raise ValueError(f"{student} 的 {assignment} 已经复核过：{record.review.describe()} / already decided")
     decided = 0.0
     with Gradebook(db_url) as gb:
         try:

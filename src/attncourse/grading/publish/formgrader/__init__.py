@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader
+from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from nbgrader.server_extensions.formgrader import apihandlers, base, handlers
 from tornado.web import StaticFileHandler, authenticated
@@ -82,7 +83,17 @@ def hide_around_the_course(prefix: str | Path = sys.prefix) -> None:
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
+async def _fresh_prepare(self: Any, **kwargs: Any) -> None:
+    """Every formgrader request reads the gradebook as it is now: a decision `course review` took in another
+    process since the last request is not hidden by the server's long-lived session."""
+    await JupyterHandler.prepare(self, **kwargs)
+    gradebook = self.settings.get("nbgrader_gradebook")
+    if gradebook is not None:
+        gradebook.db.expire_all()
+
+
 def _load_jupyter_server_extension(serverapp: Any) -> None:
+    base.BaseHandler.prepare = _fresh_prepare
     apihandlers.GradeHandler.put = review.graded(apihandlers.GradeHandler.put)
     for handler, command in REFUSED.items():
         handler.post = _refuse(command)
