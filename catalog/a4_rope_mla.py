@@ -56,11 +56,12 @@ def gqa_equivalent_groups(kv_lora_rank, qk_rope_head_dim, head_dim):
 class MultiHeadLatentAttention(nn.Module):
     """多头潜在注意力"""
     def __init__(self, num_hiddens, num_heads, kv_lora_rank,
-                 qk_rope_head_dim, dropout, **kwargs):
+                 qk_rope_head_dim, dropout, head_size=None, **kwargs):
         super(MultiHeadLatentAttention, self).__init__(**kwargs)
         self.num_heads = num_heads
         self.attention = d2l.DotProductAttention(dropout)
-        head_size = num_hiddens // num_heads
+        if head_size is None:
+            head_size = num_hiddens // num_heads
         self.W_q = nn.Linear(num_hiddens, num_heads * head_size, bias=False)
         self.W_qr = nn.Linear(num_hiddens, num_heads * qk_rope_head_dim,
                               bias=False)
@@ -183,6 +184,32 @@ def gqa_to_mla(gqa, qk_rope_head_dim=2):
         mla.W_o.weight.copy_(gqa.W_o.weight)
     return mla''',
 
+    "load_deepseek_mla": '''#@save
+def load_deepseek_mla(state_dict, num_heads, qk_nope_head_dim,
+                      qk_rope_head_dim):
+    """把DeepSeek排列的一层MLA权重装入MultiHeadLatentAttention"""
+    wq, wkv_a = state_dict['wq.weight'], state_dict['wkv_a.weight']
+    wkv_b, wo = state_dict['wkv_b.weight'], state_dict['wo.weight']
+    num_hiddens, kv_lora_rank = wq.shape[1], wkv_b.shape[1]
+    nope, rope = qk_nope_head_dim, qk_rope_head_dim
+    # 交错排列的第2i、2i+1行分别放到对半排列的第i、i+rope/2行
+    perm = torch.arange(rope).reshape(-1, 2).T.reshape(-1).to(wq.device)
+    wq = wq.reshape(num_heads, nope + rope, num_hiddens)
+    wkv_b = wkv_b.reshape(num_heads, 2 * nope, kv_lora_rank)
+    mla = MultiHeadLatentAttention(num_hiddens, num_heads, kv_lora_rank,
+                                   rope, 0, head_size=nope)
+    mla.to(wq.device, wq.dtype)
+    with torch.no_grad():
+        mla.W_q.weight.copy_(wq[:, :nope].reshape(-1, num_hiddens))
+        mla.W_qr.weight.copy_(
+            wq[:, nope:].index_select(1, perm).reshape(-1, num_hiddens))
+        mla.W_dkv.weight.copy_(wkv_a[:kv_lora_rank])
+        mla.W_kr.weight.copy_(wkv_a[kv_lora_rank:].index_select(0, perm))
+        mla.W_uk.weight.copy_(wkv_b[:, :nope].reshape(-1, kv_lora_rank))
+        mla.W_uv.weight.copy_(wkv_b[:, nope:].reshape(-1, kv_lora_rank))
+        mla.W_o.weight.copy_(wo)
+    return mla''',
+
     "mha_to_mla_svd": '''#@save
 def mha_to_mla_svd(mha, kv_lora_rank, qk_rope_head_dim=2):
     """对[W_k; W_v]做联合截断SVD，把多头注意力转换为MLA"""
@@ -262,10 +289,10 @@ def apply_rope(X, positions, base=10000):
 
 
 class MultiHeadLatentAttention(nn.Module):
-    def __init__(self, num_hiddens, num_heads, kv_lora_rank, qk_rope_head_dim, dropout, **kwargs):
+    def __init__(self, num_hiddens, num_heads, kv_lora_rank, qk_rope_head_dim, dropout, head_size=None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
-        self.qk_nope_head_dim = self.v_head_dim = num_hiddens // num_heads
+        self.qk_nope_head_dim = self.v_head_dim = num_hiddens // num_heads if head_size is None else head_size
         self.qk_rope_head_dim = qk_rope_head_dim
         self.W_q = nn.Linear(num_hiddens, num_heads * self.qk_nope_head_dim, bias=False)
         self.W_qr = nn.Linear(num_hiddens, num_heads * qk_rope_head_dim, bias=False)
@@ -339,6 +366,8 @@ _MLA_VALUES = {"test_mla_forward", "test_mla_valid_lens"}
 _ROPE_ALL = {"test_rope", "test_rope_precision"}
 _DECODE_ALL = {"test_mla_decode", "test_mla_decode_cache"}
 _SVD_ALL = {"test_mla_svd_error", "test_mla_svd_function"}
+_DEEPSEEK_ALL = {"test_deepseek_load_structure", "test_deepseek_load_function"}
+_CACHE_APPEND = "latents, rope_keys = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), positions))"
 _SDPA_FORWARD = '''        output = self.attention(queries, keys, values, valid_lens)
         return self.W_o(transpose_output(output, h))'''
 _ROPE_ANGLES = "angles = positions.to(device=X.device, dtype=torch.float32)[:, None] * theta  # (n, d/2)"
@@ -428,7 +457,7 @@ VARIANTS = [
     {"id": "mla_scale_without_rope_dim",
      "mistake": "自己写的注意力按 sqrt(d_h) 缩放，漏了旋转部分的 d_h^R",
      "edits": _own(("self.attention = ScaledDotProduct(dropout)",
-                    "self.attention = ScaledDotProduct(dropout, num_hiddens // num_heads)")),
+                    "self.attention = ScaledDotProduct(dropout, head_dim)")),
      "caught_by": _MLA_VALUES},
     {"id": "mla_valid_lens_tiled",
      "mistake": "用 repeat 而不是 repeat_interleave 扩展 valid_lens（批量为 1 或长度相同时看不出来）",
@@ -440,7 +469,7 @@ VARIANTS = [
      "mistake": "忘了输出投影 W_o，直接返回拼接的各头输出（num_heads*d_h = num_hiddens，形状看不出来）",
      "edits": {"multi_head_latent_attention": [("return self.W_o(transpose_output(output, h))",
                                                 "return transpose_output(output, h)")]},
-     "caught_by": _MLA_VALUES},
+     "caught_by": _MLA_ALL},
     {"id": "own_attention_correct",
      "mistake": "（不是错误）自己写缩放点积注意力而不用 d2l.DotProductAttention：应得满分",
      "edits": _own(),
@@ -522,7 +551,7 @@ VARIANTS = [
          ('o_latent = torch.einsum("bht,btc->bhc", weights, latents)  # 在潜空间中加权',
           'values = mla.W_uv(latents).reshape(B, -1, h, d_h)'),
          ('torch.einsum("bhc,hdc->bhd", o_latent, W_uv)', 'torch.einsum("bht,bthd->bhd", weights, values)')]},
-     "caught_by": {"test_absorbed_decode"}},
+     "caught_by": {"test_absorbed_decode", "test_absorbed_decode_cache"}},
     # ---- question 6: gqa_to_mla
     {"id": "gqa_to_mla_tiled",
      "mistake": "选择矩阵用 repeat 平铺：查询头 i 拿到键值头 i % g，而不是 i // n_rep",
@@ -577,6 +606,118 @@ VARIANTS = [
      "mistake": "W_q 原样复制，没有补偿 MLA 多出来的 d_h^R",
      "edits": {"mha_to_mla_svd": [(_SVD_SCALE, "mla.W_q.weight.copy_(mha.W_q.weight)")]},
      "caught_by": {"test_mla_svd_function"}},
+    # ---- added for issue 40: head sizes, what gets rotated, valid_lens, shared caches, DeepSeek's layout, SVD factors
+    {"id": "mla_head_size_ignored",
+     "mistake": "每头维度写死成 num_hiddens // num_heads，忽略了 head_size（DeepSeek-V2/V3 的头宽不是它）",
+     "edits": {"multi_head_latent_attention": [("head_dim = num_hiddens // num_heads if head_size is None else head_size",
+                                                "head_dim = num_hiddens // num_heads")]},
+     "caught_by": {"test_mla_shapes"}},
+    {"id": "mla_ignores_valid_lens",
+     "mistake": "注意力调用时没有传 valid_lens：填充的词元也参与了加权",
+     "edits": {"multi_head_latent_attention": [("output = self.attention(queries, keys, values, valid_lens)",
+                                                "output = self.attention(queries, keys, values, None)")]},
+     "caught_by": {"test_mla_valid_lens"}},
+    {"id": "mla_uk_uv_swapped",
+     "mistake": "键用了值的上投影 W_uv、值用了键的上投影 W_uk（第 2 讲“W_q 用在键上”的同类错误）",
+     "edits": {"multi_head_latent_attention": [
+         ("keys = torch.cat([transpose_qkv(self.W_uk(latents), h)", "keys = torch.cat([transpose_qkv(self.W_uv(latents), h)"),
+         ("values = transpose_qkv(self.W_uv(latents), h)", "values = transpose_qkv(self.W_uk(latents), h)")]},
+     "caught_by": _MLA_VALUES},
+    {"id": "mla_rope_before_split",
+     "mistake": "旋转查询在拆头之前就旋转：把 h 个头的旋转部分当成一个 h·d_h^R 维的向量配对",
+     "edits": {"multi_head_latent_attention": [("apply_rope(transpose_qkv(self.W_qr(X), h), positions)",
+                                                "transpose_qkv(apply_rope(self.W_qr(X), positions), h)")]},
+     "caught_by": _MLA_VALUES},
+    {"id": "mla_rope_on_content",
+     "mistake": "把拼好的整个查询和键（内容部分加旋转部分）都旋转了，而不是只旋转解耦的那一段",
+     "edits": {"multi_head_latent_attention": [
+         ("queries = torch.cat([transpose_qkv(self.W_q(X), h), apply_rope(transpose_qkv(self.W_qr(X), h), positions)], dim=-1)",
+          "queries = apply_rope(torch.cat([transpose_qkv(self.W_q(X), h), transpose_qkv(self.W_qr(X), h)], dim=-1), positions)"),
+         ("keys = torch.cat([transpose_qkv(self.W_uk(latents), h), repeat_kv(rope_keys, h)], dim=-1)",
+          "keys = apply_rope(torch.cat([transpose_qkv(self.W_uk(latents), h), repeat_kv(self.W_kr(X), h)], dim=-1), positions)")]},
+     "caught_by": _MLA_VALUES},
+    {"id": "cache_upcasts_float32",
+     "mistake": "LatentCache 把存进来的张量转成 float32（以为更精确）：半精度的缓存占的显存翻倍，数据类型也变了",
+     "edits": {"latent_cache": [("        self.latents, self.rope_keys = latents, rope_keys\n        return latents, rope_keys",
+                                 "        self.latents, self.rope_keys = latents.float(), rope_keys.float()  # float32 更精确\n"
+                                 "        return self.latents, self.rope_keys")]},
+     "caught_by": {"test_latent_cache"}},
+    {"id": "decode_positions_from_one",
+     "mistake": "解码时位置从 1 数起：输出不变（只差一个整体平移），缓存里的旋转键却都多转了一个位置",
+     "edits": {"mla_decode_step": [(_DECODE_POSITIONS, "positions = torch.arange(start + 1, start + t_new + 1, device=x.device)")]},
+     "caught_by": {"test_mla_decode_cache"}},
+    {"id": "decode_caches_unrotated_key",
+     "mistake": "缓存里存没有旋转的键，每步读出时再按 0…t 旋转：单独使用时输出对，缓存的内容与题目规定的不同",
+     "edits": {"mla_decode_step": [(_CACHE_APPEND, "latents, rope_keys = cache.append(mla.W_dkv(x), mla.W_kr(x))  # 读出时再旋转\n"
+                                                   "    rope_keys = apply_rope(rope_keys, torch.arange(rope_keys.shape[1], device=x.device))")]},
+     "caught_by": {"test_mla_decode_cache"}},
+    {"id": "decode_caches_float32",
+     "mistake": "mla_decode_step 把 float32 的潜向量和旋转键存进缓存、读出时再转回：半精度时缓存的数据类型不对，显存翻倍",
+     "edits": {"mla_decode_step": [(_CACHE_APPEND, "latents, rope_keys = cache.append(mla.W_dkv(x).float(), "
+                                                   "apply_rope(mla.W_kr(x), positions).float())  # 缓存用 float32\n"
+                                                   "    latents, rope_keys = latents.to(x.dtype), rope_keys.to(x.dtype)")]},
+     "caught_by": {"test_mla_decode_cache"}},
+    {"id": "absorbed_positions_from_one",
+     "mistake": "吸收后的解码步把位置从 1 数起：只用它自己时输出不变，与 mla_decode_step 共用缓存时就错了",
+     "edits": {"absorbed_decode_step": [("positions = torch.arange(start, start + 1, device=x.device)",
+                                         "positions = torch.arange(start + 1, start + 2, device=x.device)")]},
+     "caught_by": {"test_absorbed_decode_cache"}},
+    {"id": "absorbed_caches_unrotated_key",
+     "mistake": "吸收后的解码步在缓存里存没有旋转的键，读出时再按 0…t 旋转",
+     "edits": {"absorbed_decode_step": [(_CACHE_APPEND, "latents, rope_keys = cache.append(mla.W_dkv(x), mla.W_kr(x))  # 读出时再旋转\n"
+                                                        "    rope_keys = apply_rope(rope_keys, torch.arange(rope_keys.shape[1], device=x.device))")]},
+     "caught_by": {"test_absorbed_decode_cache"}},
+    {"id": "absorbed_scale_without_rope_dim",
+     "mistake": "吸收之后按 sqrt(d_h) 缩放，漏了旋转部分的 d_h^R",
+     "edits": {"absorbed_decode_step": [("math.sqrt(d_h + q_r.shape[-1])", "math.sqrt(d_h)")]},
+     "caught_by": {"test_absorbed_decode"}},
+    {"id": "absorbed_scale_from_num_hiddens",
+     "mistake": "缩放里的每头维度按 num_hiddens // num_heads 算：head_size 不等于它时缩放错了",
+     "edits": {"absorbed_decode_step": [("math.sqrt(d_h + q_r.shape[-1])", "math.sqrt(x.shape[-1] // h + q_r.shape[-1])")]},
+     "caught_by": {"test_absorbed_decode"}},
+    # ---- question 6: load_deepseek_mla
+    {"id": "ds_no_permute",
+     "mistake": "DeepSeek 的旋转行按交错写法排列，直接交给对半写法的 apply_rope：不报错，分数却错了",
+     "edits": {"load_deepseek_mla": [("q[:, d_h:][:, half_split]", "q[:, d_h:]"), ("wkv_a[d_c:][half_split]", "wkv_a[d_c:]")]},
+     "caught_by": _DEEPSEEK_ALL},
+    {"id": "ds_query_not_permuted",
+     "mistake": "只重排了共用旋转键的行，忘了每个头的旋转查询",
+     "edits": {"load_deepseek_mla": [("q[:, d_h:][:, half_split]", "q[:, d_h:]")]},
+     "caught_by": {"test_deepseek_load_function"}},
+    {"id": "ds_permute_inverse",
+     "mistake": "重排的方向反了：用了交错到对半的逆置换（d_h^R = 4 时两者相同）",
+     "edits": {"load_deepseek_mla": [("half_split = torch.cat([torch.arange(0, d_r, 2), torch.arange(1, d_r, 2)]).to(wq.device)",
+                                      "half_split = torch.cat([torch.arange(0, d_r, 2), torch.arange(1, d_r, 2)]).argsort().to(wq.device)")]},
+     "caught_by": _DEEPSEEK_ALL},
+    {"id": "ds_wkv_b_halves",
+     "mistake": "把按头打包的 wkv_b 当成前一半全是键、后一半全是值",
+     "edits": {"load_deepseek_mla": [("mla.W_uk.weight.copy_(kv_b[:, :d_h].reshape(h * d_h, d_c))", "mla.W_uk.weight.copy_(wkv_b[:h * d_h])"),
+                                     ("mla.W_uv.weight.copy_(kv_b[:, d_h:].reshape(h * d_h, d_c))", "mla.W_uv.weight.copy_(wkv_b[h * d_h:])")]},
+     "caught_by": _DEEPSEEK_ALL},
+    {"id": "ds_wq_halves",
+     "mistake": "把按头打包的 wq 当成前 h·d_h 行全是内容查询、后面全是旋转查询",
+     "edits": {"load_deepseek_mla": [("mla.W_q.weight.copy_(q[:, :d_h].reshape(h * d_h, D))", "mla.W_q.weight.copy_(wq[:h * d_h])"),
+                                     ("mla.W_qr.weight.copy_(q[:, d_h:][:, half_split].reshape(h * d_r, D))",
+                                      "mla.W_qr.weight.copy_(wq[h * d_h:].reshape(h, d_r, D)[:, half_split].reshape(h * d_r, D))")]},
+     "caught_by": {"test_deepseek_load_function"}},
+    {"id": "ds_wkv_a_order",
+     "mistake": "wkv_a 的两段取反了：以为旋转键在前、潜向量在后",
+     "edits": {"load_deepseek_mla": [("mla.W_dkv.weight.copy_(wkv_a[:d_c])", "mla.W_dkv.weight.copy_(wkv_a[d_r:])"),
+                                     ("mla.W_kr.weight.copy_(wkv_a[d_c:][half_split])", "mla.W_kr.weight.copy_(wkv_a[:d_r][half_split])")]},
+     "caught_by": _DEEPSEEK_ALL},
+    {"id": "ds_ignores_dtype",
+     "mistake": "新模块总是 float32：没有跟随权重的数据类型",
+     "edits": {"load_deepseek_mla": [(".to(device=wq.device, dtype=wq.dtype)", ".to(wq.device)")]},
+     "caught_by": {"test_deepseek_load_structure"}},
+    # ---- question 8: how the SVD factors are split
+    {"id": "svd_vh_columns",
+     "mistake": "把 Vh 的列当成右奇异向量（torch.linalg.svd 返回的 Vh 每一行才是一个）",
+     "edits": {"mha_to_mla_svd": [("mla.W_dkv.weight.copy_(Vh[:r])", "mla.W_dkv.weight.copy_(Vh[:, :r].T)")]},
+     "caught_by": _SVD_ALL},
+    {"id": "svd_s_twice",
+     "mistake": "两个因子各乘了一次奇异值：乘积是 U S² Vᵀ",
+     "edits": {"mha_to_mla_svd": [("mla.W_dkv.weight.copy_(Vh[:r])", "mla.W_dkv.weight.copy_(S[:r, None] * Vh[:r])")]},
+     "caught_by": _SVD_ALL},
     {"id": "svd_drops_singular_values",
      "mistake": "只用了奇异向量，没有乘奇异值",
      "edits": {"mha_to_mla_svd": [("up = U[:, :r] * S[:r]  # (2D, r)", "up = U[:, :r]")]},
@@ -587,16 +728,101 @@ VARIANTS = [
 # misconceptions (label, hint, slide title of DECK[, another deck]) and their twins: see catalog/a1_scoring.py.
 # A hint gives the symptom and a two-line experiment that shows it, and names the slide; never the fix.
 
-_PAIRING, _FREQ = "两种约定：交错（interleaved）与对半（half-split）", "$d$ 维：$d/2$ 个平面，各有各的频率"
+_PAIRING, _FREQ = "对半（half-split）：同一个旋转，换一种维度顺序", "$d$ 维：$d/2$ 个平面，各有各的频率"
 _TABLE_1, _DECOUPLED, _GQA_SPECIAL = "每个词元缓存多少：DeepSeek-V2 表 1", "解耦 RoPE（decoupled RoPE）", "GQA 是 MLA 的特例"
 _ABSORB, _LOW_RANK = "权重吸收：在潜空间里做注意力", "不带 RoPE 的 MLA 是一种 MHA"
 _NO_SCALE = ("转换时没有补偿 MLA 多出来的旋转维度 d_h^R", "症状：转换结果的注意力比原模块更平，输出对不上。试一试："
              "对同一个输入分别打印原模块和转换结果第 0 个头的注意力权重（attention.attention_weights[0]），"
              "再比较两者打分时各除以了多少。", _DECOUPLED)
 _NO_W_O = "各头的输出拼接后没有经过 W_o"
-_W_O_SYMPTOM = ("症状：输出的形状对（num_heads·d_h 正好等于 num_hiddens），数值却与参考的全都不同，而且与 W_o 的参数无关。"
+_W_O_SYMPTOM = ("症状：不给 head_size 时输出的形状对（num_heads·d_h 正好等于 num_hiddens），数值却与参考的全都不同，而且与 W_o 的参数无关。"
                 "试一试：`mla = MultiHeadLatentAttention(16, 4, 6, 2, 0.0).eval(); X = torch.randn(1, 3, 16); y = {call}`，"
                 "再 `mla.W_o.weight.data *= 2; print({call} / y)`：输出应该全是 2，你的是多少？")
+_DEEPSEEK_NAMES = "对照 DeepSeek 的代码：层的名字（DeepSeek-V3 `inference/model.py`，类 `MLA`）"
+_POSITION_FROM_ONE = ("解码时把位置从 1 数起（第一个词元的位置是 0）", "症状：只用这一种解码步时输出都对（只差一个整体平移），"
+                      "缓存里的旋转键却多转了一个位置，另一种解码步接着用这个缓存就错了。试一试：空缓存放入 1 个词元 x，"
+                      "把 cache.rope_keys 与 apply_rope(mla.W_kr(x), torch.tensor([0])) 比较。", "RoPE 与 KV 缓存")
+_UNROTATED = ("缓存里存的是没有旋转的键，读出时才旋转", "症状：只用这一种解码步时输出都对，缓存里的旋转键却与按各自位置旋转过的"
+              " W_kr x 不同，另一种解码步接着用这个缓存就错了。试一试：放入两个词元后，把 cache.rope_keys[:, 1] 与 mla.W_kr(x) 比较。",
+              "RoPE 与 KV 缓存")
+_FLOAT32_CACHE = ("缓存的数据类型被改成了 float32", "症状：float32 输入时正确；float16/bfloat16 输入时缓存里的张量变成 float32，"
+                  "占的显存翻倍。试一试：用 bfloat16 的输入放入一个词元，打印 cache.latents.dtype。", "MLA 的缓存与解码一步")
+_NOT_PERMUTED = ("DeepSeek 的交错旋转行没有换成对半写法的次序", "症状：形状都对、不报错，输出却与 DeepSeek 的不同（d_h^R = 2 时"
+                 "恰好正确）。试一试：看第 6 题自查单元格打印的两组内积是否相同；再对一个头的旋转查询做同样的比较。",
+                 "两种写法与 DeepSeek 的权重")
+_PACKED = ("把按头打包的 DeepSeek 权重当成前后两大块拆分", "症状：只有一个头时正确，多个头时不对。试一试：2 个头时，"
+           "在纸上写出 wkv_b 每 d_h 行一块、各块属于哪个头的键或值，对照 model.py 里 wkv_b.view(n_heads, -1, kv_lora_rank) 之后怎样取键和值。",
+           _DEEPSEEK_NAMES)
+_MORE_MISCONCEPTIONS = {
+    "rope_positions_from_zero": ("忽略了参数 positions，总按 0, 1, …, n−1 旋转", "症状：positions 从 0 开始且连续时正确，否则不对。"
+                                 "试一试：apply_rope(X, torch.tensor([5, 6])) 与 apply_rope(X, torch.tensor([0, 1])) 应该不同，打印两者比较。",
+                                 "RoPE 与 KV 缓存"),
+    "mla_head_size_ignored": ("每头维度写死成 num_hiddens // num_heads，忽略了 head_size", "症状：不给 head_size 时正确；给了"
+                              "（DeepSeek-V3 每头 128 维，而 num_hiddens / num_heads = 56）时形状就不对。试一试：打印 "
+                              "MultiHeadLatentAttention(12, 3, 5, 2, 0.0, head_size=6).W_q.weight.shape。",
+                              "`MultiHeadLatentAttention`：七个线性层（都不带偏置，DeepSeek 也不用）"),
+    "mla_ignores_valid_lens": ("注意力没有用 valid_lens：填充的词元也参与了加权", "症状：valid_lens 为 None 时正确；给了有效长度时，"
+                               "改动有效长度之外的词元，前面的输出也跟着变。试一试：valid_lens=[2]，把第 3 个及以后的词元改成 100，比较前两个输出。",
+                               "`MultiHeadLatentAttention`：前向计算"),
+    "mla_uk_uv_swapped": ("键和值的上投影用反了：键用了 W_uv，值用了 W_uk", "症状：形状都对，数值不对。试一试：W_qr、W_kr 为零时照第 3 题"
+                          "的自查搭一个 W_k = W_uk W_dkv、W_v = W_uv W_dkv 的多头注意力，比较两者；再交换 W_uk 与 W_uv 的权重比较一次。",
+                          "多头潜在注意力（MLA）：低秩联合压缩"),
+    "mla_rope_before_split": ("旋转查询在拆头之前就旋转了：h 个头被当成一个 h·d_h^R 维的向量配对", "症状：只有一个头时正确，"
+                              "多个头时不对。试一试：2 个头、d_h^R = 2，令 W_qr 为单位矩阵，打印位置 1 上两个头的旋转查询，"
+                              "两个头应转过同样的角度。", _DECOUPLED),
+    "mla_rope_on_content": ("内容部分的查询和键也被旋转了（只该旋转解耦的那一段）", "症状：W_qr、W_kr 为零时输出仍与 "
+                            "W_k = W_uk W_dkv 的多头注意力不同。试一试：令 W_qr、W_kr 为零，把同一个词元放在序列的不同位置，"
+                            "看它对另一个词元的注意力权重是否改变。", _DECOUPLED),
+    "mla_rope_on_latent": ("把 RoPE 作用在了潜向量上", "症状：W_qr、W_kr 为零时输出仍随位置变化，与不带位置的多头注意力不同。"
+                           "试一试：令 W_qr、W_kr 为零，比较同一个词元放在位置 0 与位置 3 时的 mla.W_dkv(X) 与你存进缓存的潜向量。",
+                           "为什么 RoPE 破坏了吸收"),
+    "mla_rope_key_per_head": ("每个头一个旋转键：缓存随头数变大", "症状：参数个数与 W_kr 的形状都对不上。试一试：打印 "
+                              "mla.W_kr.weight.shape，再按 mla_cache_bytes 的口径算一算每个词元要缓存几个数。", _DECOUPLED),
+    "cache_upcasts_float32": _FLOAT32_CACHE,
+    "decode_caches_float32": _FLOAT32_CACHE,
+    "decode_no_mask": ("一次放入多个新词元时没有因果掩码", "症状：逐个放入时正确；一次放入几个词元时，前面的词元看到了后面的。"
+                       "试一试：同一段提示词一次放入与逐个放入，比较前几个输出。", "`mla_decode_step`"),
+    "decode_positions_from_one": _POSITION_FROM_ONE,
+    "absorbed_positions_from_one": _POSITION_FROM_ONE,
+    "decode_caches_unrotated_key": _UNROTATED,
+    "absorbed_caches_unrotated_key": _UNROTATED,
+    "absorbed_scale_without_rope_dim": ("缩放因子只用了 d_h，漏了旋转部分的 d_h^R", "症状：与 mla_decode_step 的输出不同，"
+                                        "注意力比应有的更尖。试一试：打印你打分之后除以的数，与查询的总宽度（内容加旋转）比较。",
+                                        "吸收后的解码一步"),
+    "absorbed_scale_from_num_hiddens": ("缩放里的每头维度按 num_hiddens / num_heads 算（头宽不一定是它）", "症状：head_size 等于 "
+                                        "num_hiddens / num_heads 时正确，否则注意力的尖锐程度不对。试一试：用 head_size=8 的 "
+                                        "MultiHeadLatentAttention(12, 3, 5, 2, 0.0, head_size=8) 比较吸收与不吸收的解码。",
+                                        "吸收后的解码一步"),
+    "ds_no_permute": _NOT_PERMUTED,
+    "ds_query_not_permuted": _NOT_PERMUTED,
+    "ds_permute_inverse": ("重排的方向反了：用了交错到对半的逆置换", "症状：d_h^R = 4 时正确（这个置换恰好是自己的逆），"
+                           "d_h^R = 6、8 时不对。试一试：d_h^R = 6 时打印 W_kr 的每一行来自 wkv_a 旋转部分的第几行，"
+                           "对照对半写法中第 i 对是第 i 与第 i + 3 维。", "对半（half-split）：同一个旋转，换一种维度顺序"),
+    "ds_wkv_b_halves": _PACKED,
+    "ds_wq_halves": _PACKED,
+    "ds_wkv_a_order": ("wkv_a 的两段取反了：潜向量在前、旋转键在后", "症状：形状都对，W_dkv 与 W_kr 的数值不对。试一试：对照 "
+                       "model.py 中 torch.split(kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1) 打印你取的行号。", _DEEPSEEK_NAMES),
+    "svd_vh_columns": ("把 Vh 的列当成了右奇异向量", "症状：r = num_hiddens 时也不精确。试一试：对一个小矩阵 W 取 U, S, Vh = "
+                       "torch.linalg.svd(W)，分别比较 U @ torch.diag(S) @ Vh 与 U @ torch.diag(S) @ Vh.T 和 W 差多少。", _LOW_RANK),
+    "svd_s_twice": ("奇异值乘了两次：两个因子各乘了一次", "症状：r = num_hiddens 时也不精确，近似的奇异值是原来的平方。"
+                    "试一试：打印 torch.linalg.svdvals(up @ down) 与 torch.linalg.svdvals(W) 的前几个。", _LOW_RANK),
+    "svd_drops_singular_values": ("因子里没有乘奇异值", "症状：近似的奇异值全是 1。试一试：打印 torch.linalg.svdvals(up @ down)。",
+                                  _LOW_RANK),
+}
+_MORE_FIXES = {"rope_positions_from_zero": "positions.to(device=X.device", "mla_head_size_ignored": "else head_size",
+               "mla_ignores_valid_lens": "values, valid_lens)", "mla_uk_uv_swapped": "transpose_qkv(self.W_uk(latents), h)",
+               "mla_rope_before_split": "apply_rope(transpose_qkv(self.W_qr(X), h)",
+               "mla_rope_on_content": "apply_rope(transpose_qkv(self.W_qr(X), h)", "mla_rope_on_latent": "latents = self.W_dkv(X)",
+               "mla_rope_key_per_head": "repeat_kv(rope_keys, h)",
+               "cache_upcasts_float32": "self.latents, self.rope_keys = latents, rope_keys", "decode_caches_float32": _CACHE_APPEND,
+               "decode_no_mask": "values, valid_lens)", "decode_positions_from_one": "torch.arange(start, start +",
+               "absorbed_positions_from_one": "torch.arange(start, start +", "decode_caches_unrotated_key": _CACHE_APPEND,
+               "absorbed_caches_unrotated_key": _CACHE_APPEND, "absorbed_scale_without_rope_dim": "math.sqrt(d_h + q_r.shape[-1])",
+               "absorbed_scale_from_num_hiddens": "d_h = W_uk.shape[1]", "ds_no_permute": "[half_split]",
+               "ds_query_not_permuted": "[:, half_split]", "ds_permute_inverse": "torch.arange(0, d_r, 2), torch.arange(1, d_r, 2)",
+               "ds_wkv_b_halves": "wkv_b.reshape(h, 2 * d_h, d_c)", "ds_wq_halves": "wq.reshape(h, d_h + d_r, D)",
+               "ds_wkv_a_order": "wkv_a[:d_c]", "svd_vh_columns": "copy_(Vh[:r])", "svd_s_twice": "copy_(Vh[:r])",
+               "svd_drops_singular_values": "U[:, :r] * S[:r]"}
 MISCONCEPTIONS = {
     "mla_forgets_W_o": (_NO_W_O, _W_O_SYMPTOM.format(call="mla(X, None)"), "`MultiHeadLatentAttention`：前向计算"),
     "decode_forgets_W_o": (_NO_W_O, _W_O_SYMPTOM.format(call="mla_decode_step(mla, X, LatentCache())"),
@@ -647,6 +873,7 @@ MISCONCEPTIONS = {
 # the token that tells each misconception's fix apart, as the reference answer writes it: its hint must not contain
 # it (tests/test_catalog_schema.py)
 _SCALE = "math.sqrt((d_h + qk_rope_head_dim) / d_h)"
+MISCONCEPTIONS.update(_MORE_MISCONCEPTIONS)
 FIXES = {"rope_interleaved": "X[..., d // 2:]", "rope_freq_without_2": "torch.arange(0, d, 2",
          "rope_sign": "[-X[..., d // 2:]", "rope_bf16_angles": "dtype=torch.float32",
          "bytes_factor_2": "(kv_lora_rank + qk_rope_head_dim) * num_layers",
@@ -656,7 +883,8 @@ FIXES = {"rope_interleaved": "X[..., d // 2:]", "rope_freq_without_2": "torch.ar
          "absorbed_scale_latent": "math.sqrt(d_h + q_r.shape[-1])", "absorbed_reshape_order": "reshape(h, -1, d_c)",
          "gqa_to_mla_tiled": "repeat_interleave", "gqa_to_mla_no_scale": _SCALE, "svd_no_scale": _SCALE,
          "svd_separate": "torch.cat([mha.W_k.weight, mha.W_v.weight]", "svd_eigh_ascending": "torch.linalg.svd",
-         "mla_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "mla.W_o("}
+         "mla_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "mla.W_o(",
+         **_MORE_FIXES}
 
 
 def _rope_twin(body):
@@ -666,9 +894,9 @@ def _rope_twin(body):
 
 
 _MLA_TWIN = '''class MultiHeadLatentAttention(nn.Module):
-    def __init__(self, num_hiddens, num_heads, kv_lora_rank, qk_rope_head_dim, dropout, **kwargs):
+    def __init__(self, num_hiddens, num_heads, kv_lora_rank, qk_rope_head_dim, dropout, head_size=None, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads, self.head_dim = num_heads, num_hiddens // num_heads
+        self.num_heads, self.head_dim = num_heads, {head_dim}
         self.attention = d2l.DotProductAttention(dropout)
         width = num_heads * self.head_dim
         self.W_q = nn.Linear(num_hiddens, width, bias=False)
@@ -676,18 +904,29 @@ _MLA_TWIN = '''class MultiHeadLatentAttention(nn.Module):
         self.W_dkv = nn.Linear(num_hiddens, kv_lora_rank, bias=False)
         self.W_uk = nn.Linear(kv_lora_rank, width, bias=False)
         self.W_uv = nn.Linear(kv_lora_rank, width, bias=False)
-        self.W_kr = nn.Linear(num_hiddens, qk_rope_head_dim, bias=False)
+        self.W_kr = nn.Linear(num_hiddens, {kr_width}, bias=False)
         self.W_o = nn.Linear(width, num_hiddens, bias=False)
 
     def forward(self, X, valid_lens):
         h = self.num_heads
         pos = torch.arange(X.shape[1], device=X.device)
-        c = self.W_dkv(X)
-        q = torch.cat([transpose_qkv(self.W_q(X), h), apply_rope(transpose_qkv(self.W_qr(X), h), pos)], -1)
-        k = torch.cat([transpose_qkv(self.W_uk(c), h), apply_rope(self.W_kr(X), pos).repeat_interleave(h, 0)], -1)
+        c = {c}
+        q = {q}
+        k = {k}
 {body}
-        out = self.attention(q, k, transpose_qkv(self.W_uv(c), h), valid_lens)
+        out = self.attention(q, k, {v}, {lens})
         return self.W_o(transpose_output(out, h))'''
+_MLA_PARTS = {"head_dim": "num_hiddens // num_heads if head_size is None else head_size", "kr_width": "qk_rope_head_dim",
+              "c": "self.W_dkv(X)",
+              "q": "torch.cat([transpose_qkv(self.W_q(X), h), apply_rope(transpose_qkv(self.W_qr(X), h), pos)], -1)",
+              "k": "torch.cat([transpose_qkv(self.W_uk(c), h), apply_rope(self.W_kr(X), pos).repeat_interleave(h, 0)], -1)",
+              "v": "transpose_qkv(self.W_uv(c), h)", "lens": "valid_lens",
+              "body": "        if valid_lens is not None:\n            valid_lens = valid_lens.repeat_interleave(h, 0)"}
+
+
+def _mla_twin(**parts):
+    """The MultiHeadLatentAttention twins' template with some parts written the mistaken way."""
+    return _MLA_TWIN.format(**{**_MLA_PARTS, **parts})
 
 _HF_DECODE_TWIN = '''def mla_decode_step(mla, x, cache):
     bsz, q_len, _ = x.size()
@@ -768,18 +1007,16 @@ TWINS = {
     "bytes_no_rope_key": {"mla_cache_bytes": '''def mla_cache_bytes(num_layers, kv_lora_rank, qk_rope_head_dim, num_tokens, batch_size=1, bytes_per_element=2):
     elements = num_layers * kv_lora_rank * num_tokens * batch_size  # 每层缓存一个潜向量
     return elements * bytes_per_element'''},
-    "mla_scale_without_rope_dim": {"multi_head_latent_attention": _MLA_TWIN.format(body='''        q = q * math.sqrt(q.shape[-1] / self.head_dim)  # 按内容部分的维度缩放
+    "mla_scale_without_rope_dim": {"multi_head_latent_attention": _mla_twin(body='''        q = q * math.sqrt(q.shape[-1] / self.head_dim)  # 按内容部分的维度缩放
         if valid_lens is not None:
             valid_lens = valid_lens.repeat_interleave(h, 0)''')},
-    "mla_valid_lens_tiled": {"multi_head_latent_attention": _MLA_TWIN.format(body='''        if valid_lens is not None:
+    "mla_valid_lens_tiled": {"multi_head_latent_attention": _mla_twin(body='''        if valid_lens is not None:
             valid_lens = torch.cat([valid_lens] * h)''')},
     "decode_position_zero": {"mla_decode_step": _HF_DECODE_TWIN.format(
         positions="torch.arange(q_len, device=x.device)", keep=_RIGHT_KEEP)},
     "decode_top_left_causal": {"mla_decode_step": _HF_DECODE_TWIN.format(
         positions=_RIGHT_POSITIONS, keep="torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device).tril()")},
-    "mla_forgets_W_o": {"multi_head_latent_attention": _MLA_TWIN.format(body='''\
-        if valid_lens is not None:
-            valid_lens = valid_lens.repeat_interleave(h, 0)''').replace(
+    "mla_forgets_W_o": {"multi_head_latent_attention": _mla_twin().replace(
         "return self.W_o(transpose_output(out, h))", "return out.unflatten(0, (-1, h)).transpose(1, 2).flatten(2)")},
     "decode_forgets_W_o": {"mla_decode_step": _HF_DECODE_TWIN.format(positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP).replace(
         "return mla.W_o(attn_output.transpose(1, 2).reshape(bsz, q_len, -1))",
@@ -809,9 +1046,113 @@ TWINS = {
     "svd_separate": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    blocks = []
     for part, rank in ((W[:D], r // 2), (W[D:], r - r // 2)):
         U, S, Vh = torch.linalg.svd(part, full_matrices=False)
-        blocks.append((S[:rank, None] * Vh[:rank], U[:, :rank]))
+        blocks.append((Vh[:rank], U[:, :rank] * S[:rank]))
     down = torch.cat([blocks[0][0], blocks[1][0]])
     up = torch.block_diag(blocks[0][1], blocks[1][1])''', scale=_SCALE)},
     "svd_eigh_ascending": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    V = torch.linalg.eigh(W.T @ W).eigenvectors[:, :r]  # 右奇异向量
     down, up = V.T, W @ V''', scale=_SCALE)},
 }
+
+# ---- twins of the misconceptions added for issue 40
+_CACHE_TWIN = '''class LatentCache:
+    def __init__(self):
+        self.latents = None
+        self.rope_keys = None
+
+    def append(self, latents, rope_keys):
+        if self.latents is None:
+            new = (latents, rope_keys)
+        else:
+            new = (torch.cat((self.latents, latents), 1), torch.cat((self.rope_keys, rope_keys), 1))
+        self.latents, self.rope_keys = {store}
+        return self.latents, self.rope_keys'''
+_DEEPSEEK_TWIN = '''def load_deepseek_mla(state_dict, num_heads, qk_nope_head_dim, qk_rope_head_dim):
+    h, d, r = num_heads, qk_nope_head_dim, qk_rope_head_dim
+    wq, wkv_a = state_dict["wq.weight"], state_dict["wkv_a.weight"]
+    wkv_b, wo = state_dict["wkv_b.weight"], state_dict["wo.weight"]
+    d_c = wkv_b.shape[1]
+    order = {order}  # 交错 → 对半
+    rows_q, rows_qr, rows_k, rows_v = [], [], [], []
+    for i in range(h):
+        q_i, kv_i = wq[i * (d + r):(i + 1) * (d + r)], wkv_b[i * 2 * d:(i + 1) * 2 * d]
+        rows_q.append({q_content})
+        rows_qr.append({q_rope})
+        rows_k.append({k_rows})
+        rows_v.append({v_rows})
+    mla = MultiHeadLatentAttention(wq.shape[1], h, d_c, r, 0.0, head_size=d).to(wq)
+    state = {{"W_q.weight": torch.cat(rows_q), "W_qr.weight": torch.cat(rows_qr), "W_dkv.weight": {dkv},
+             "W_kr.weight": {kr}, "W_uk.weight": torch.cat(rows_k), "W_uv.weight": torch.cat(rows_v), "W_o.weight": wo}}
+    mla.load_state_dict({{name: weight.clone() for name, weight in state.items()}})
+    return mla'''
+_DEEPSEEK_PARTS = {"order": "[j for j in range(0, r, 2)] + [j for j in range(1, r, 2)]", "q_content": "q_i[:d]",
+                   "q_rope": "q_i[d:][order]", "k_rows": "kv_i[:d]", "v_rows": "kv_i[d:]", "dkv": "wkv_a[:d_c]",
+                   "kr": "wkv_a[d_c:][order]"}
+
+
+def _deepseek_twin(**parts):
+    return _DEEPSEEK_TWIN.format(**{**_DEEPSEEK_PARTS, **parts})
+
+
+_HF_DECODE = _HF_DECODE_TWIN.format(positions=_RIGHT_POSITIONS, keep=_RIGHT_KEEP)
+_HF_APPEND = "compressed_kv, k_pe = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), position_ids))"
+_LECTURER_APPEND = "c_kv, k_pe = cache.append(mla.W_dkv(x), apply_rope(mla.W_kr(x), positions))"
+TWINS.update({
+    "rope_positions_from_zero": {"apply_rope": _rope_twin('''    theta = 1.0 / base ** (torch.arange(0, d, 2, device=X.device, dtype=torch.float32) / d)
+    m = torch.arange(X.shape[-2], device=X.device, dtype=torch.float32)  # 第 j 行在位置 j
+    angles = (m[:, None] * theta).repeat(1, 2)
+    x1, x2 = X[..., :half], X[..., half:]
+    return X * angles.cos().to(X.dtype) + torch.cat([-x2, x1], -1) * angles.sin().to(X.dtype)''')},
+    "mla_head_size_ignored": {"multi_head_latent_attention": _mla_twin(head_dim="num_hiddens // num_heads")},
+    "mla_ignores_valid_lens": {"multi_head_latent_attention": _mla_twin(body="        pass  # 有效长度以后再说", lens="None")},
+    "mla_uk_uv_swapped": {"multi_head_latent_attention": _mla_twin(
+        k="torch.cat([transpose_qkv(self.W_uv(c), h), apply_rope(self.W_kr(X), pos).repeat_interleave(h, 0)], -1)",
+        v="transpose_qkv(self.W_uk(c), h)")},
+    "mla_rope_before_split": {"multi_head_latent_attention": _mla_twin(
+        q="torch.cat([transpose_qkv(self.W_q(X), h), transpose_qkv(apply_rope(self.W_qr(X), pos), h)], -1)")},
+    "mla_rope_on_content": {"multi_head_latent_attention": _mla_twin(
+        q="apply_rope(torch.cat([transpose_qkv(self.W_q(X), h), transpose_qkv(self.W_qr(X), h)], -1), pos)",
+        k="apply_rope(torch.cat([transpose_qkv(self.W_uk(c), h), self.W_kr(X).repeat_interleave(h, 0)], -1), pos)")},
+    "mla_rope_on_latent": {"multi_head_latent_attention": _mla_twin(c="apply_rope(self.W_dkv(X), pos)  # 位置也进缓存")},
+    "mla_rope_key_per_head": {"multi_head_latent_attention": _mla_twin(
+        kr_width="num_heads * qk_rope_head_dim",
+        k="torch.cat([transpose_qkv(self.W_uk(c), h), apply_rope(transpose_qkv(self.W_kr(X), h), pos)], -1)")},
+    "cache_upcasts_float32": {"latent_cache": _CACHE_TWIN.format(store="new[0].to(torch.float32), new[1].to(torch.float32)")},
+    "decode_caches_float32": {"mla_decode_step": _HF_DECODE.replace(
+        _HF_APPEND, "compressed_kv, k_pe = cache.append(mla.W_dkv(x).to(torch.float32), "
+                    "apply_rope(mla.W_kr(x), position_ids).to(torch.float32))\n"
+                    "    compressed_kv, k_pe = compressed_kv.to(x.dtype), k_pe.to(x.dtype)")},
+    "decode_no_mask": {"mla_decode_step": _HF_DECODE_TWIN.format(
+        positions=_RIGHT_POSITIONS, keep="torch.ones(q_len, kv_len, dtype=torch.bool, device=x.device)")},
+    "decode_positions_from_one": {"mla_decode_step": _HF_DECODE_TWIN.format(
+        positions="torch.arange(past + 1, past + q_len + 1, device=x.device)", keep=_RIGHT_KEEP)},
+    "decode_caches_unrotated_key": {"mla_decode_step": _HF_DECODE.replace(
+        _HF_APPEND, "compressed_kv, k_pe = cache.append(mla.W_dkv(x), mla.W_kr(x))\n"
+                    "    k_pe = apply_rope(k_pe, torch.arange(k_pe.shape[1], device=x.device))  # 读的时候再转")},
+    "absorbed_positions_from_one": {"absorbed_decode_step": LECTURER["absorbed_decode_step"].replace(
+        "positions = torch.arange(num_past, num_past + 1, device=x.device)",
+        "positions = torch.arange(num_past + 1, num_past + 2, device=x.device)")},
+    "absorbed_caches_unrotated_key": {"absorbed_decode_step": LECTURER["absorbed_decode_step"].replace(
+        _LECTURER_APPEND, "c_kv, k_pe = cache.append(mla.W_dkv(x), mla.W_kr(x))\n"
+                          "    k_pe = apply_rope(k_pe, torch.arange(k_pe.shape[1], device=x.device))")},
+    "absorbed_scale_without_rope_dim": {"absorbed_decode_step": LECTURER["absorbed_decode_step"].replace(
+        "scores = scores / math.sqrt(head_size + q_pe.shape[-1])", "scores = scores / math.sqrt(head_size)")},
+    "absorbed_scale_from_num_hiddens": {"absorbed_decode_step": LECTURER["absorbed_decode_step"].replace(
+        "scores = scores / math.sqrt(head_size + q_pe.shape[-1])",
+        "scores = scores / math.sqrt(x.shape[-1] // num_heads + q_pe.shape[-1])")},
+    "ds_no_permute": {"load_deepseek_mla": _deepseek_twin(order="list(range(r))")},
+    "ds_query_not_permuted": {"load_deepseek_mla": _deepseek_twin(q_rope="q_i[d:]")},
+    "ds_permute_inverse": {"load_deepseek_mla": _deepseek_twin(
+        order="[j // 2 if j % 2 == 0 else r // 2 + j // 2 for j in range(r)]")},
+    "ds_wkv_b_halves": {"load_deepseek_mla": _deepseek_twin(k_rows="wkv_b[i * d:(i + 1) * d]",
+                                                            v_rows="wkv_b[(h + i) * d:(h + i + 1) * d]")},
+    "ds_wq_halves": {"load_deepseek_mla": _deepseek_twin(q_content="wq[i * d:(i + 1) * d]",
+                                                         q_rope="wq[h * d + i * r:h * d + (i + 1) * r][order]")},
+    "ds_wkv_a_order": {"load_deepseek_mla": _deepseek_twin(dkv="wkv_a[r:]", kr="wkv_a[:r][order]")},
+    "svd_vh_columns": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    down = torch.stack([Vh[:, j] for j in range(r)])  # 前 r 个右奇异向量
+    up = U[:, :r] * S[:r]''', scale=_SCALE)},
+    "svd_s_twice": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    down, up = S[:r, None] * Vh[:r], U[:, :r] * S[:r]''', scale=_SCALE)},
+    "svd_drops_singular_values": {"mha_to_mla_svd": _SVD_TWIN.format(factor='''    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    down, up = Vh[:r], U[:, :r]''', scale=_SCALE)},
+})
