@@ -14,7 +14,7 @@ from attncourse.grading.protocol import probe, remote, trusted, wire
 from attncourse.grading.protocol.remote import Remote, Session
 from attncourse.grading.syntax import only_imports
 
-from conftest import ROOT
+from conftest import ROOT, UNITS
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])
@@ -189,8 +189,7 @@ def test_the_witness_is_told_every_python_function_the_tests_may_forbid():
     session.witness_key = b"k" * 32
     with pytest.raises(ValueError, match="d2l.DotProductAttention"):
         session.forbid("a", ["d2l.DotProductAttention"], "")
-    sources = [c.source for unit in ("a1_scoring", "a2_multihead", "a3_gqa", "a4_rope_mla")
-               for c in _unit(unit)[0].cells if is_test_cell(c)]
+    sources = [c.source for unit in UNITS for c in _unit(unit)[0].cells if is_test_cell(c)]
     assert {"d2l.torch.masked_softmax", "d2l.torch.MultiHeadAttention", "torch.nn.MultiheadAttention"} <= set(
         Session(lambda request: {}, _unit("a1_scoring")[1]).watched_paths(sources))
 

@@ -18,6 +18,7 @@ import pytest
 from attncourse.browser import Browser, jupyterlab
 from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
 from attncourse.grading.cells import grade_id
+from attncourse.validate import questions
 
 from conftest import ROOT
 
@@ -124,8 +125,8 @@ def in_view(where):
 
 @pytest.mark.needs_browser
 def test_validate_button_in_the_students_jupyterlab(student, tmp_path):
-    """A student who has answered 2 of a4's 8 questions: the notebook opens unmodified, no news pop-up, and the
-    Validate dialog says in Chinese, question by question, that 2 passed and 6 are not answered (未作答, no
+    """A student who has answered 2 of a4's questions: the notebook opens unmodified, no news pop-up, and the
+    Validate dialog says in Chinese, question by question, that 2 passed and the rest are not answered (未作答, no
     NotImplementedError lines), with the counts on screen when it opens. Then a notebook where every question
     fails: the list scrolls inside the dialog, and the counts stay on screen."""
     python, env, _ = student
@@ -146,9 +147,10 @@ def test_validate_button_in_the_students_jupyterlab(student, tmp_path):
         failing, crowded = validate_in_lab(page, url, f"{A4}/wrong.ipynb")
         browser.screenshot(tmp_path / "validate-all-failed.png")
     assert "验证结果" in text and "✔ 通过：第 1 题：旋转位置编码 `apply_rope`" in text, text
-    assert where["headlineText"] == "共 8 题：通过 2，未通过 0，未作答 6。" and text.count("○ 未作答：") == 6, text
+    n = len(questions(notebook(A4, ())))
+    assert where["headlineText"] == f"共 {n} 题：通过 2，未通过 0，未作答 {n - 2}。" and text.count("○ 未作答：") == n - 2, text
     assert "NotImplementedError" not in text and "The following cell failed" not in text and "Traceback" not in text
     assert len(text) < 5000 and in_view(where), (len(text), where)
-    assert crowded["headlineText"] == "共 8 题：通过 0，未通过 8，未作答 0。", failing
+    assert crowded["headlineText"] == f"共 {n} 题：通过 0，未通过 {n}，未作答 0。", failing
     assert crowded["scrolls"] and failing.count(HINT.splitlines()[1]) >= 10, crowded
     assert in_view(crowded), f"the counts are not on screen when the dialog opens: {crowded}"

@@ -76,12 +76,13 @@ def test_one_question_passed_one_failed_the_rest_not_answered():
     assert "test_additive_attention" in tracebacks(nb) and "NotImplementedError" not in tracebacks(nb)
 
 
-def test_two_of_eight_answered_the_stubs_inside_functions_are_not_answered():
+def test_two_answered_the_stubs_inside_functions_are_not_answered():
     """a4's stubs raise in a function's body, so its tests meet the NotImplementedError: 未作答 all the same."""
     nb = executed("a4_rope_mla", {"apply_rope", "mla_cache_bytes", "gqa_equivalent_groups"})
     headline, text = summary(nb)
-    assert headline == "共 8 题：通过 2，未通过 0，未作答 6。", headline
-    assert text.count("○ 未作答：") == 6 and text.count("✔ 通过：") == 2, text
+    n = len(questions(nb))
+    assert n > 2 and headline == f"共 {n} 题：通过 2，未通过 0，未作答 {n - 2}。", headline
+    assert text.count("○ 未作答：") == n - 2 and text.count("✔ 通过：") == 2, text
     assert "NotImplementedError" not in text and "还没有" not in text and not tracebacks(nb), text
 
 

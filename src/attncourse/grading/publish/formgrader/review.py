@@ -1,6 +1,6 @@
 """Deciding on a held submission in formgrader, signed by a person.
 
-- The grading page of a submission with holds shows the banner as the decision stands (`ta_view.show_review`) and,
+- The grading page of a submission with holds shows the banner as the decision stands (`review_banner.show_review`) and,
   while nobody has decided, one action for the whole submission: 计入 / 不计入 with a reason (it reaches the
   student's feedback) and the reviewer's name. The action writes through `records.decide`, as `course review`
   does.
@@ -24,11 +24,10 @@ from nbgrader.server_extensions.formgrader import handlers
 from nbgrader.server_extensions.formgrader.base import BaseApiHandler
 from tornado.web import HTTPError, authenticated
 
-from ... import records
+from ... import records, review_banner
 from ...cells import HOLD_BANNER
 from ...course import nbgrader_config
 from ...model import Outcome, Status
-from ...run import ta_view
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "formgrader"
 REVIEWER_HEADER = "X-Course-Reviewer"  # the reviewer's name (URI-encoded) sent with each score the page saves
@@ -142,7 +141,7 @@ class CourseFormgrade(HTMLExporter):
                            **kw: Any) -> tuple[Any, dict[str, Any]]:
         outcome = (resources or {}).pop(OUTCOME, None)
         if isinstance(outcome, Outcome):
-            ta_view.show_review(nb, outcome)
+            review_banner.show_review(nb, outcome)
         return super().from_notebook_node(nb, resources, **kw)
 
 
