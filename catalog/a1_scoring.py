@@ -247,6 +247,10 @@ VARIANTS = [
      "edits": {"additive_attention": [("def forward(self, queries, keys, values, valid_lens):",
                                        "def forward(self, queries, values, keys, valid_lens):")]},
      "caught_by": {ADD, ADD_DROP}},
+    {"id": "add_sizes_swapped", "mistake": "W_q 按 key_size、W_k 按 query_size 构造：两个尺寸对调（查询与键一样宽时看不出来）",
+     "edits": {"additive_attention": [("self.W_k = nn.Linear(key_size", "self.W_k = nn.Linear(query_size"),
+                                      ("self.W_q = nn.Linear(query_size", "self.W_q = nn.Linear(key_size")]},
+     "caught_by": {ADD, ADD_DROP}},
     {"id": "add_alias_d2l", "mistake": "用题目禁止的 d2l.AdditiveAttention 作答：AdditiveAttention = d2l.AdditiveAttention（构造参数也对不上）",
      "cells": {"additive_attention": "AdditiveAttention = d2l.AdditiveAttention\n"},
      "caught_by": {ADD, ADD_DROP}},
@@ -274,6 +278,14 @@ VARIANTS = [
     {"id": "dot_weights_keys", "mistake": "用权重对键而不是对值加权求和（bmm 的第二个参数写成 keys）",
      "edits": {"dot_product_attention": [("self.dropout(self.attention_weights), values)",
                                           "self.dropout(self.attention_weights), keys)")]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_ignores_valid_lens", "mistake": "收到了 valid_lens 却没有交给 masked_softmax：从不掩蔽，不传 valid_lens 时全对",
+     "edits": {"dot_product_attention": [("masked_softmax(scores, valid_lens)", "masked_softmax(scores, None)")]},
+     "caught_by": {DOT, SDPA}},
+    {"id": "dot_self_attention_only", "mistake": "以为是自注意力：分数和加权求和都只用 queries，传入的 keys、values 没有用上",
+     "edits": {"dot_product_attention": [("torch.bmm(queries, keys.transpose(1, 2))", "torch.bmm(queries, queries.transpose(1, 2))"),
+                                          ("self.dropout(self.attention_weights), values)",
+                                           "self.dropout(self.attention_weights), queries)")]},
      "caught_by": {DOT, SDPA}},
     {"id": "dot_alias_d2l", "mistake": "用题目禁止的 d2l.DotProductAttention 作答：DotProductAttention = d2l.DotProductAttention（结果是对的）",
      "cells": {"dot_product_attention": "DotProductAttention = d2l.DotProductAttention\n"},
@@ -475,6 +487,18 @@ MISCONCEPTIONS = {
                                   "讲义的 forward 是怎样让它可以省略的？", "`DotProductAttention`"),
     "ms_manual_softmax_overflow": _OVERFLOW,
     "causal_manual_softmax_overflow": _OVERFLOW,
+    "dot_ignores_valid_lens": ("valid_lens 没有用上：注意力看了全部的键", "症状：不传 valid_lens 时全对，传入 valid_lens 后"
+                               "结果与不传时一模一样，填充的键也分到了权重。试一试：`a, q = DotProductAttention(0.0).eval(), "
+                               "torch.randn(1, 2, 4)`，再 `a(q, q, q, torch.tensor([1])); print(a.attention_weights)`：有效长度为 1 "
+                               "时每个查询只该看第 0 个键，第 1 列的权重应是 0，你的是多少？", "为什么需要掩蔽？"),
+    "dot_self_attention_only": ("只用查询做了自注意力，传入的键和值没有用上", "症状：查询、键、值是同一个张量（自注意力）时全对，"
+                                "三者不同时输出的形状或数值不对。试一试：`a = DotProductAttention(0.0).eval()`，再 "
+                                "`print(a(torch.randn(1, 2, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 3)).shape)`：2 个查询、"
+                                "5 个键值对、值是 3 维，输出应是 (1, 2, 3)，你的是什么？", "注意力汇聚：值的加权平均"),
+    "add_sizes_swapped": ("W_q、W_k 的输入维度对调了", "症状：查询与键一样宽时全对；不一样宽时 W_q、W_k 的权重形状不对，"
+                          "前向计算报形状错误。试一试：`a = AdditiveAttention(key_size=2, query_size=20, num_hiddens=8, dropout=0.0)`，"
+                          "再 `print(a.W_q.weight.shape, a.W_k.weight.shape)`：nn.Linear 的权重形状是（输出维度, 输入维度），"
+                          "W_q 作用在 20 维的查询上，它的输入维度应是几？", "参数量：$h(q + k) + h$"),
 }
 # the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
 FIXES = {"ms_fill_zero": "-inf", "ms_wrong_dim": "dim=-1", "ms_off_by_one": "<", "ms_2d_first_column": "逐行构造",
@@ -487,7 +511,9 @@ FIXES = {"ms_fill_zero": "-inf", "ms_wrong_dim": "dim=-1", "ms_off_by_one": "<",
          "causal_aligned_to_start": "右下", "causal_ignores_valid_lens": "两种掩码都要用上", "causal_union": "且",
          "bil_scaled": "不缩放", "bil_w_transposed": "(query_size, key_size)", "bil_plain_tensor": "nn.Parameter",
          "add_bias": "bias=False", "add_relu_and_bias": "bias=False", "dot_no_default_valid_lens": "valid_lens=None",
-         "ms_manual_softmax_overflow": "F.softmax", "causal_manual_softmax_overflow": "F.softmax"}
+         "ms_manual_softmax_overflow": "F.softmax", "causal_manual_softmax_overflow": "F.softmax",
+         "dot_ignores_valid_lens": "masked_softmax(scores, valid_lens)", "dot_self_attention_only": "keys.transpose",
+         "add_sizes_swapped": "Linear(query_size"}
 
 _DOT_INIT = '''class DotProductAttention(nn.Module):
     def __init__(self, dropout, **kwargs):
@@ -674,4 +700,26 @@ TWINS = {
         keep = keep & (torch.arange(k, device=X.device) < lens.unsqueeze(-1))
     num = torch.exp(X) * keep.to(X.dtype)
     return num / num.sum(dim=-1, keepdim=True)'''},
+    "dot_ignores_valid_lens": {"dot_product_attention": _DOT_INIT + '''        scores = torch.einsum("bqd,bkd->bqk", queries, keys) / math.sqrt(queries.shape[-1])
+        self.attention_weights = F.softmax(scores, dim=-1)
+        return self.dropout(self.attention_weights) @ values'''},
+    # self-attention: one tensor plays query, key and value
+    "dot_self_attention_only": {"dot_product_attention": _DOT_INIT + '''        X = queries  # 自注意力：查询、键、值都是同一个张量
+        scores = X @ X.transpose(-2, -1) / math.sqrt(X.shape[-1])
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.matmul(self.dropout(self.attention_weights), X)'''},
+    # the layers built in the deck's order (the test compares their initial values), each from the other's size
+    "add_sizes_swapped": {"additive_attention": '''class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        for name, size in (("W_k", query_size), ("W_q", key_size)):
+            setattr(self, name, nn.Linear(size, num_hiddens, bias=False))
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        q = self.W_q(queries)[:, :, None, :]
+        k = self.W_k(keys)[:, None, :, :]
+        self.attention_weights = masked_softmax(self.w_v(torch.tanh(q + k))[..., 0], valid_lens)
+        return self.dropout(self.attention_weights) @ values'''},
 }

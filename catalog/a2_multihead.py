@@ -212,6 +212,16 @@ VARIANTS = [
      "mistake": "transpose_output 只用 reshape 合并、没有 permute 回去",
      "edits": {"transpose_output": [("    X = X.permute(0, 2, 1, 3)\n", "")]},
      "caught_by": {"test_transpose_output"}},
+    {"id": "qkv_split_sequence",
+     "mistake": "transpose_qkv 直接 reshape 成 (batch_size, num_heads, n, head_dim)、没有 permute：每个头拿到的是一段连续的位置，而不是一段特征",
+     "edits": {"transpose_qkv": [("X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)\n    X = X.permute(0, 2, 1, 3)\n",
+                                  "X = X.reshape(X.shape[0], num_heads, X.shape[1], -1)\n")]},
+     "caught_by": {"test_transpose_qkv"}},
+    {"id": "output_merge_sequence",
+     "mistake": "transpose_output 把 (batch_size, num_heads, n, head_dim) 直接 reshape 成 (batch_size, n, num_hiddens)、没有 permute 回去",
+     "edits": {"transpose_output": [("    X = X.permute(0, 2, 1, 3)\n    return X.reshape(X.shape[0], X.shape[1], -1)",
+                                     "    return X.reshape(X.shape[0], X.shape[2], -1)")]},
+     "caught_by": {"test_transpose_output"}},
     {"id": "output_heads_outermost",
      "mistake": "transpose_output 以为头在批量维的最外层（按 (num_heads, batch_size) 拆分）",
      "edits": {"transpose_output": [
@@ -229,6 +239,15 @@ VARIANTS = [
      "mistake": "repeat_interleave 没写 dim=0：二维 valid_lens 被展平，只在一维时正确",
      "edits": {"multihead_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads)")]},
      "caught_by": {VALID_LENS}},
+    {"id": "valid_lens_2d_query_axis",
+     "mistake": "repeat_interleave 写成 dim=-1：一维 valid_lens 正确，二维时沿查询轴复制（每个查询的长度连续重复 num_heads 次）",
+     "edits": {"multihead_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads, dim=-1)")]},
+     "caught_by": {VALID_LENS}},
+    {"id": "mha_ignores_valid_lens",
+     "mistake": "复制了 valid_lens 却没有交给注意力：从不掩蔽，valid_lens=None 时全对",
+     "edits": {"multihead_attention": [("self.attention(queries, keys, values, valid_lens)",
+                                        "self.attention(queries, keys, values, None)")]},
+     "caught_by": {VALID_LENS, KV_SIZES}},
     {"id": "valid_lens_none_crash",
      "mistake": "没有处理 valid_lens=None，直接对 None 调用 repeat_interleave",
      "edits": {"multihead_attention": [
@@ -245,6 +264,18 @@ VARIANTS = [
          ("transpose_qkv(self.W_k(keys)", "transpose_qkv(self.W_v(keys)"),
          ("transpose_qkv(self.W_v(values)", "transpose_qkv(self.W_k(values)")]},
      "caught_by": _MHA_ALL},
+    {"id": "swap_W_q_W_k",
+     "mistake": "forward 中把 W_q 和 W_k 用反了：W_q 投影键，W_k 投影查询（两者输入维度相同时不报错）",
+     "edits": {"multihead_attention": [
+         ("transpose_qkv(self.W_q(queries)", "transpose_qkv(self.W_k(queries)"),
+         ("transpose_qkv(self.W_k(keys)", "transpose_qkv(self.W_q(keys)")]},
+     "caught_by": _MHA_ALL},
+    {"id": "self_attention_only",
+     "mistake": "以为是自注意力：键和值也由 queries 投影，传入的 keys、values 没有用上",
+     "edits": {"multihead_attention": [("        queries = transpose_qkv(self.W_q(queries), self.num_heads)\n",
+                                        "        keys = values = queries  # 自注意力\n"
+                                        "        queries = transpose_qkv(self.W_q(queries), self.num_heads)\n")]},
+     "caught_by": {SHAPES, *_MHA_ALL}},
     {"id": "init_key_value_sizes_swapped",
      "mistake": "构造 W_k、W_v 时把 key_size 和 value_size 写反（两者相等时看不出来）",
      "edits": {"multihead_attention": [
@@ -447,13 +478,20 @@ _TORCH_MHA, _HEAD_MASKING = "对照一：`torch.nn.MultiheadAttention`", "哪个
 _PARAMS, _DIMS = "参数量真的与 $h$ 无关吗？数一数", "维度怎么选：$p_q=p_k=p_v=p_o/h$"
 _HEADS_WEIGHTS, _LENS = "四个头的注意力权重", "`valid_lens` 要按什么顺序复制？"
 _HEADS_OUTER = "以为头在批量维的外层"  # one misconception, in transpose_output and in per_head_weights
+# reshape alone, to whichever shape: one misconception each way (the shapes differ, so each variant is named apart)
+_SPLIT_BY_RESHAPE = ("拆头时只用了 reshape，没有把头的轴换到前面", "症状：只有一个头或只有一个位置时全对。试一试："
+                     "`X = torch.arange(8.).reshape(1, 2, 4)`（2 个位置、2 个头、每头 2 维），再 "
+                     "`print(transpose_qkv(X, 2)[0])`：头 0 的两个位置应是 (0, 1) 与 (4, 5)，你的是什么？", _TRANSPOSES)
+_MERGE_BY_RESHAPE = ("合并各头时没有把头的轴换回去", "症状：transpose_output(transpose_qkv(X, h), h) 不等于 X。"
+                     "试一试：`X = torch.arange(8.).reshape(1, 2, 4)`，再 "
+                     "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES)
+_UNUSED_LENS = "valid_lens 没有用上：注意力看了全部的键"
+_SELF_ONLY = "只用查询做了自注意力，传入的键和值没有用上"
 MISCONCEPTIONS = {
-    "qkv_reshape_no_permute": ("拆头时只用了 reshape，没有把头的轴换到前面", "症状：只有一个头或只有一个位置时全对。试一试："
-                               "`X = torch.arange(8.).reshape(1, 2, 4)`（2 个位置、2 个头、每头 2 维），再 "
-                               "`print(transpose_qkv(X, 2)[0])`：头 0 的两个位置应是 (0, 1) 与 (4, 5)，你的是什么？", _TRANSPOSES),
-    "output_reshape_no_permute": ("合并各头时没有把头的轴换回去", "症状：transpose_output(transpose_qkv(X, h), h) 不等于 X。"
-                                  "试一试：`X = torch.arange(8.).reshape(1, 2, 4)`，再 "
-                                  "`print(transpose_output(transpose_qkv(X, 2), 2) - X)`：它应原样还原 X（全是 0）。", _TRANSPOSES),
+    "qkv_reshape_no_permute": _SPLIT_BY_RESHAPE,
+    "qkv_split_sequence": _SPLIT_BY_RESHAPE,
+    "output_reshape_no_permute": _MERGE_BY_RESHAPE,
+    "output_merge_sequence": _MERGE_BY_RESHAPE,
     "valid_lens_repeat": ("valid_lens 被平铺，而不是每个样本重复 num_heads 次", "症状：批量为 1、或各样本的有效长度相同时全对。"
                           "试一试：`lens = torch.tensor([2, 5])`，再 `print(lens.repeat(4))`：transpose_qkv 之后前 4 行是"
                           "样本 0 的 4 个头，它们都应该用 2，拿到的是什么？", _LENS),
@@ -533,6 +571,24 @@ MISCONCEPTIONS = {
                                 "原地（in-place）操作和给字典的键重新赋值都会改动调用者的数据，列表应是空的。", _TORCH_MHA),
     "swap_W_k_W_v": ("键和值的投影用反了", "键用 W_k 投影、值用 W_v 投影：两者的维度相同时不会报错，但每个头看的键和取的值"
                      "都不对了。", _ARCHITECTURE),
+    "valid_lens_2d_query_axis": ("二维 valid_lens 沿查询轴复制了，而不是沿批量轴", "症状：一维 valid_lens 全对，二维 valid_lens"
+                                 "（每个查询各有一个有效长度）时结果不对，却不报错。试一试：`lens = torch.tensor([[1, 5], [2, 4]])`"
+                                 "（批量 2，每个样本 2 个查询），照你 forward 里的写法把它复制给 3 个头，再 `print(结果.reshape(-1))`："
+                                 "transpose_qkv 之后前 3 行是样本 0 的 3 个头，每行的 2 个查询依次用 1、5，展平后应以 "
+                                 "1, 5, 1, 5, 1, 5 开头，你的是什么？", _LENS),
+    "mha_ignores_valid_lens": (_UNUSED_LENS, "症状：valid_lens=None 时全对，传入 valid_lens 后输出与不传时一模一样。试一试："
+                               "`m = MultiHeadAttention(4, 4, 4, 8, 2, 0.0).eval(); X = torch.randn(2, 3, 4)`，再 "
+                               "`print((m(X, X, X, torch.tensor([1, 1])) - m(X, X, X, None)).abs().max())`：有效长度为 1 时"
+                               "每个查询只该看第一个词元，两个输出应该不同，差是多少？", "为什么需要掩蔽？",
+                               "notebooks/01_attention_scoring.ipynb"),
+    "swap_W_q_W_k": ("查询和键的投影用反了", "症状：查询与键一样宽时不报错，输出却不对；宽度不同时投影就报形状错误。试一试："
+                     "`m = MultiHeadAttention(3, 5, 2, 4, 2, 0.0)`（键 3 维、查询 5 维），再 "
+                     "`print(m.W_q.weight.shape, m.W_k.weight.shape)`：nn.Linear 的权重形状是（输出维度, 输入维度），"
+                     "哪一个能接收 5 维的查询？再看 forward 里它作用在哪个张量上。", "模型"),
+    "self_attention_only": (_SELF_ONLY, "症状：查询、键、值是同一个张量（自注意力）时全对；三者不同时输出不对。试一试："
+                            "`m = MultiHeadAttention(4, 4, 4, 8, 2, 0.0).eval()`，再 `m(torch.randn(1, 2, 4), "
+                            "torch.randn(1, 5, 4), torch.randn(1, 5, 4), None); print(m.attention.attention_weights.shape)`："
+                            "2 个查询、5 个键，形状应是 (2, 2, 5)，你的是什么？", "模型"),
 }
 
 # the token that tells each misconception's fix apart: its hint must not contain it (tests/test_catalog_schema.py)
@@ -545,7 +601,9 @@ FIXES = {"qkv_reshape_no_permute": "permute", "output_reshape_no_permute": "perm
          "valid_lens_2d_flattened": "dim=0", "per_head_batch_major": "样本在外", "hc_no_transpose": ".T",
          "hc_bias_in_each_head": "不含偏置", "hc_heads_last": "dim=1", "gpt2_c_proj_not_transposed": ".T",
          "gpt2_layer_zero": "{layer}", "gpt2_no_bias": "bias.copy_", "gpt2_shared_parameters": "copy_",
-         "gpt2_transpose_in_place": ".T"}
+         "gpt2_transpose_in_place": ".T", "qkv_split_sequence": "permute", "output_merge_sequence": "permute",
+         "valid_lens_2d_query_axis": "dim=0", "mha_ignores_valid_lens": "values, valid_lens)", "swap_W_q_W_k": "W_q(queries)",
+         "self_attention_only": "W_k(keys)"}
 
 _MHA_INIT = '''class MultiHeadAttention(nn.Module):
     def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
@@ -715,4 +773,28 @@ TWINS = {
         mha.W_o.weight.copy_(state_dict[pre + "c_proj.weight"])
         mha.W_o.bias.copy_(state_dict[pre + "c_proj.bias"])
     return mha'''},
+    "qkv_split_sequence": {"transpose_qkv": '''def transpose_qkv(X, num_heads):
+    batch_size, n, num_hiddens = X.shape
+    return X.view(batch_size * num_heads, n, num_hiddens // num_heads)  # 直接变成目标形状'''},
+    "output_merge_sequence": {"transpose_output": '''def transpose_output(X, num_heads):
+    rows, n, head_dim = X.shape
+    return X.view(rows // num_heads, n, num_heads * head_dim)'''},
+    "valid_lens_2d_query_axis": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            if valid_lens.dim() == 1:
+                valid_lens = valid_lens.repeat_interleave(h)
+            else:
+                valid_lens = valid_lens.repeat_interleave(h, dim=1)  # 每个查询的有效长度复制 h 份
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+    "mha_ignores_valid_lens": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_q, queries), (self.W_k, keys), (self.W_v, values)))
+        return self.W_o(transpose_output(self.attention(q, k, v), h))'''},
+    "swap_W_q_W_k": {"multihead_attention": _MHA_INIT + '''        q, k, v = (transpose_qkv(W(x), h) for W, x in ((self.W_k, queries), (self.W_q, keys), (self.W_v, values)))
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
+    "self_attention_only": {"multihead_attention": _MHA_INIT + '''        X = queries  # 自注意力：查询、键、值来自同一个序列
+        q, k, v = transpose_qkv(self.W_q(X), h), transpose_qkv(self.W_k(X), h), transpose_qkv(self.W_v(X), h)
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)
+        return self.W_o(transpose_output(self.attention(q, k, v, valid_lens), h))'''},
 }

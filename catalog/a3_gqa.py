@@ -466,6 +466,32 @@ VARIANTS = [
      "edits": {"grouped_query_attention": [("output = self.attention(queries, keys, values, valid_lens)",
                                             "output = self.attention(queries, keys, values, None)")]},
      "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "valid_lens_2d_query_axis",
+     "mistake": "repeat_interleave 写成 dim=-1：一维 valid_lens 正确，二维时沿查询轴复制（每个查询的长度连续重复 num_heads 次）",
+     "edits": {"grouped_query_attention": [("repeats=self.num_heads, dim=0)", "repeats=self.num_heads, dim=-1)")]},
+     "caught_by": {"test_gqa_valid_lens"}},
+    {"id": "gqa_swap_keys_values",
+     "mistake": "把键和值交换着交给注意力：attention(queries, values, keys, ...)（键与值是同一个张量时看不出来）",
+     "edits": {"grouped_query_attention": [("self.attention(queries, keys, values, valid_lens)",
+                                            "self.attention(queries, values, keys, valid_lens)")]},
+     "caught_by": {"test_gqa_forward", "test_gqa_valid_lens"}},
+    {"id": "gqa_self_attention_only",
+     "mistake": "以为是自注意力：键和值也由 queries 投影，传入的 keys、values 没有用上（key_size 与 query_size 不同时报错）",
+     "edits": {"grouped_query_attention": [("        queries = transpose_qkv(self.W_q(queries), self.num_heads)\n",
+                                            "        keys = values = queries  # 自注意力\n"
+                                            "        queries = transpose_qkv(self.W_q(queries), self.num_heads)\n")]},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_swap_W_q_W_k",
+     "mistake": "forward 中把 W_q 和 W_k 用反了：两者输出维度不同，拆头时报错",
+     "edits": {"grouped_query_attention": [
+         ("transpose_qkv(self.W_q(queries), self.num_heads)", "transpose_qkv(self.W_k(queries), self.num_heads)"),
+         ("transpose_qkv(self.W_k(keys), self.num_kv_heads)", "transpose_qkv(self.W_q(keys), self.num_kv_heads)")]},
+     "caught_by": _GQA_ALL},
+    {"id": "gqa_sizes_swapped",
+     "mistake": "W_q 按 key_size、W_k 按 query_size 构造：两个输入维度对调（两者相等时看不出来）",
+     "edits": {"grouped_query_attention": [("nn.Linear(query_size, num_hiddens, bias=bias)", "nn.Linear(key_size, num_hiddens, bias=bias)"),
+                                           ("nn.Linear(key_size, kv_hiddens, bias=bias)", "nn.Linear(query_size, kv_hiddens, bias=bias)")]},
+     "caught_by": _GQA_ALL},
     {"id": "gqa_forgets_W_o",
      "mistake": "忘了输出投影 W_o，直接返回拼接结果",
      "edits": {"grouped_query_attention": [("return self.W_o(transpose_output(output, self.num_heads))",
@@ -836,6 +862,7 @@ _PREALLOCATED = "实测：预先分配的 KV 缓存"
 _BIAS = ("全连接层的偏置没有随 bias 参数设置", "症状：形状和输出都对，只有参数个数差了几个偏置向量。试一试："
          "`print([n for n, _ in GroupedQueryAttention(8, 8, 8, 16, 4, 2, 0.0).named_parameters()])`，再加上 bias=True "
          "打印一次：默认不加偏置，加了时四个全连接层都有，两次各应有几项？", _GQA_PARAMS)
+_LEFT_AS_IT_WAS = "放不下时先改动了缓存，再抛出 ValueError"
 MISCONCEPTIONS = {
     "repeat_tiled": _TILED,
     "gqa_tiles_kv": _TILED,
@@ -905,10 +932,6 @@ MISCONCEPTIONS = {
                         "试一试：`m = MultiHeadAttention(4, 4, 4, 4, 4, 0.0); m.W_k.weight.data = torch.arange(4.)[:, None].repeat(1, 4)`"
                         "（头 j 的权重全是 j），再 `print(mha_to_gqa(m, 2).W_k.weight[:, 0])`：第 0 组由头 0、1 合成，"
                         "头 1 的权重算进去了吗？", _CONVERSION),
-    "valid_lens_kv_heads": ("valid_lens 按键值头数而不是查询头数复制", "症状：num_kv_heads = num_heads 时全对；键值头较少时，"
-                            "一传入 valid_lens，掩蔽那一步就报错（形状对不上）。试一试：在 forward 里调用注意力之前加一行 "
-                            "`print(queries.shape, keys.shape, valid_lens.shape)`：注意力分数有几个切片？每个切片都要一个有效长度，"
-                            "你给了几个？", _GQA_FORWARD),
     "valid_lens_2d_flattened": ("二维 valid_lens（每个查询各有长度）复制时被展平了", "症状：一维 valid_lens 全对，二维 valid_lens "
                                 "时报错或结果不对。试一试：`lens = torch.tensor([[1, 2], [3, 4]])`（批量 2，每个样本 2 个查询），"
                                 "照你 forward 里的写法把它复制给 3 个头，再打印结果的形状：应是 (6, 2)，每行是一个头的 2 个查询的"
@@ -955,6 +978,32 @@ MISCONCEPTIONS = {
                     "试一试：`W = torch.arange(4.)[:, None]`（2 个键值头、每头 2 行：键值头 0 是第 0、1 行），再 "
                     "`print(torch.repeat_interleave(W, 2, dim=0).flatten())`：头 0、1 都应是 (0, 1)，头 2、3 是 (2, 3)，打印出来的是什么？",
                     "查询头 $i$ 用键值头 `i // n_rep`：`repeat_kv`"),
+    "valid_lens_2d_query_axis": ("二维 valid_lens 沿查询轴复制了，而不是沿批量轴", "症状：一维 valid_lens 全对，二维 valid_lens"
+                                 "（每个查询各有一个有效长度）时结果不对，却不报错。试一试：`lens = torch.tensor([[1, 5], [2, 4]])`"
+                                 "（批量 2，每个样本 2 个查询），照你 forward 里的写法把它复制给 3 个查询头，再 `print(结果.reshape(-1))`："
+                                 "transpose_qkv 之后前 3 行是样本 0 的 3 个查询头，每行的 2 个查询依次用 1、5，展平后应以 "
+                                 "1, 5, 1, 5, 1, 5 开头，你的是什么？", "`valid_lens` 要按什么顺序复制？",
+                                 "notebooks/02_multihead_attention.ipynb"),
+    "gqa_swap_keys_values": ("键和值用反了", "症状：形状都对、不报错，键与值是同一个张量时输出也与参考的不同。试一试："
+                             "`gqa = GroupedQueryAttention(4, 4, 4, 4, 2, 1, 0.0).eval(); nn.init.zeros_(gqa.W_v.weight)`，再 "
+                             "`X = torch.randn(1, 3, 4); print(gqa(X, X, X, None))`：值全是 0，输出应全是 0，你的是吗？", _GQA_FORWARD),
+    "gqa_self_attention_only": ("只用查询做了自注意力，传入的键和值没有用上", "症状：查询、键、值是同一个张量时全对；三者不同时"
+                                "输出不对，key_size 与 query_size 不同时还报形状错误。试一试：`gqa = GroupedQueryAttention(8, 8, 8, "
+                                "8, 4, 2, 0.0).eval()`，再 `gqa(torch.randn(1, 2, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8), None); "
+                                "print(gqa.attention.attention_weights.shape)`：2 个查询、5 个键，形状应是 (4, 2, 5)，你的是什么？",
+                                _GQA_FORWARD),
+    "gqa_sizes_swapped": ("W_q、W_k 的输入维度对调了", "症状：key_size 等于 query_size 时全对；不等时 W_q、W_k 的权重形状不对。"
+                          "试一试：`m = GroupedQueryAttention(12, 10, 8, 64, 8, 2, 0.0)`（键 12 维、查询 10 维），再 "
+                          "`print(m.W_q.weight.shape, m.W_k.weight.shape)`：nn.Linear 的权重形状是（输出维度, 输入维度），"
+                          "W_q 作用在 10 维的查询上，它的输入维度应是几？", _GQA_CLASS),
+    "static_length_before_check": (_LEFT_AS_IT_WAS, "症状：放得下时全对；放不下时确实抛出了 ValueError，但 length 已经变了，"
+                                   "缓存没有保持原样。试一试：`c = StaticKVCache(3); k = torch.ones(1, 2, 1); c.append(k, k)`，再 "
+                                   "`print(append_error(c, k, k), c.length)`（`append_error` 在可见测试里）：第二次放不下，"
+                                   "应打印 ValueError 2，你的是什么？", _PREALLOCATED),
+    "paged_no_precheck": (_LEFT_AS_IT_WAS, "症状：空闲块够用时全对；不够时确实抛出了 ValueError，但块池的空闲块已经少了："
+                          "取走的块既不在块表里，也没有还回块池。试一试：`pool = KVBlockPool(2, 2, rows=1, head_dim=1); "
+                          "c = PagedKVCache(pool); k = torch.ones(1, 5, 1)`，再 `print(append_error(c, k, k), pool.free)`"
+                          "（`append_error` 在可见测试里）：5 个词元要 3 块，放不下，块池应仍是 [0, 1]，你的是什么？", _PREALLOCATED),
     "expand_divided": ("以为展开是平均池化的逆运算，复制之后又除了一次", "症状：num_kv_heads = num_heads 时全对，其余情况下新 W_k、W_v "
                        "只有应有的几分之一，输出与 gqa 不同。试一试：`gqa = GroupedQueryAttention(8, 8, 8, 8, 4, 2, 0.0).eval(); "
                        "X = torch.randn(1, 3, 8)`，再 `print((gqa_to_mha(gqa)(X, X, X, None) - gqa(X, X, X, None)).abs().max())`："
@@ -971,12 +1020,15 @@ FIXES = {"repeat_tiled": _TILED_FIX, "gqa_tiles_kv": _TILED_FIX, "decode_tiles_k
          "cache_cat_dim0": "dim=1", "gqa_forgets_W_o": "self.W_o(", "decode_forgets_W_o": "gqa.W_o(",
          "gqa_ignores_valid_lens": "values, valid_lens)", "pool_sum": "mean", "pool_first_head": "mean", "paged_gather_no_transpose": "transpose",
          "seed001_kv_width": "// num_heads", "gqa_bias_always_on": "bias=bias", "gqa_wo_no_bias": "bias=bias",
-         "valid_lens_kv_heads": "repeats=self.num_heads", "valid_lens_2d_flattened": "dim=0",
+         "valid_lens_2d_flattened": "dim=0",
          "dropout_ignores_eval": "nn.Dropout", "bytes_in_kib": "/ 1024", "cache_shared_between_objects": "__init__", "decode_caches_inputs": "gqa.W_k(x)",
          "decode_caches_before_split": "transpose_qkv(gqa.W_k", "decode_newest_token_only": "repeat_kv(keys",
          "pool_drops_bias": "bias.copy_", "pool_shares_layers": "load_state_dict", "pool_ignores_dtype": ".to(",
          "static_default_dtype": "new_zeros", "paged_free_keeps_blocks": "release",
-         "expand_rows": "reshape(", "expand_divided": "/ n_rep"}
+         "expand_rows": "reshape(", "expand_divided": "/ n_rep", "valid_lens_2d_query_axis": "dim=0",
+         "gqa_swap_keys_values": "queries, keys, values", "gqa_self_attention_only": "W_k(keys)",
+         "gqa_sizes_swapped": "Linear(query_size, num_hiddens", "static_length_before_check": "先检查",
+         "paged_no_precheck": "先检查"}
 
 
 def _pooling_twin(reduce):
@@ -1180,11 +1232,6 @@ TWINS = {
     return out.reshape(x.shape[0], h, 1, -1).transpose(1, 2).reshape(x.shape[0], 1, -1)'''},
     "pool_sum": {"mha_to_gqa": _pooling_twin("sum(dim=1)")},
     "pool_first_head": {"mha_to_gqa": _pooling_twin("select(1, 0)")},
-    "valid_lens_kv_heads": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
-                                                                        body='''\
-        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
-        if valid_lens is not None:  # 有效长度跟着键值头走
-            valid_lens = valid_lens.repeat_interleave(g, dim=0)''')},
     "valid_lens_2d_flattened": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
                                                                             body='''\
         k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
@@ -1263,4 +1310,53 @@ class KVCache:
     "expand_divided": {"gqa_to_mha": HF_STYLE["gqa_to_mha"].replace(
         "return t.expand(-1, n_rep, *t.shape[2:]).flatten(0, 2)",
         "return (t.expand(-1, n_rep, *t.shape[2:]) / n_rep).flatten(0, 2)  # mha_to_gqa 取平均，反过来复制之后平分")},
+    "valid_lens_2d_query_axis": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                             body='''\
+        k, v = k.repeat_interleave(h // g, dim=0), v.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:
+            if valid_lens.dim() == 2:  # 每个查询的有效长度复制 h 份
+                valid_lens = valid_lens.repeat_interleave(h, dim=1)
+            else:
+                valid_lens = valid_lens.repeat_interleave(h)''')},
+    "gqa_swap_keys_values": {"grouped_query_attention": _GQA_TWIN.format(attention="d2l.DotProductAttention(dropout)",
+                                                                         body='''\
+        k, v = v.repeat_interleave(h // g, dim=0), k.repeat_interleave(h // g, dim=0)
+        if valid_lens is not None:
+            valid_lens = valid_lens.repeat_interleave(h, dim=0)''')},
+    "gqa_self_attention_only": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="d2l.DotProductAttention(dropout)", body=_INTERLEAVED).replace(
+        "k = transpose_qkv(self.W_k(keys), g)\n        v = transpose_qkv(self.W_v(values), g)",
+        "k = transpose_qkv(self.W_k(queries), g)  # 自注意力：键和值也来自查询\n        v = transpose_qkv(self.W_v(queries), g)")},
+    # the layers built in the reference's order (the tests compare their initial values), each from the other's size
+    "gqa_sizes_swapped": {"grouped_query_attention": _GQA_TWIN.format(
+        attention="d2l.DotProductAttention(dropout)", body=_INTERLEAVED).replace(
+        """        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, width, bias=bias)""", """        self.W_q = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(query_size, width, bias=bias)""")},
+    "static_length_before_check": {"static_kv_cache": '''class StaticKVCache:
+    def __init__(self, max_len):
+        self.max_len = max_len
+        self.length = 0
+        self.k_buffer = self.v_buffer = self.keys = self.values = None
+
+    def append(self, keys, values):
+        old = self.length
+        self.length += keys.size(1)  # 先记下新长度
+        if self.length > self.max_len:
+            raise ValueError(f"放不下：最多 {self.max_len} 个词元")
+        if self.k_buffer is None:
+            self.k_buffer = keys.new_zeros(keys.size(0), self.max_len, keys.size(2))
+            self.v_buffer = values.new_zeros(values.size(0), self.max_len, values.size(2))
+        self.k_buffer.narrow(1, old, keys.size(1)).copy_(keys)
+        self.v_buffer.narrow(1, old, values.size(1)).copy_(values)
+        self.keys, self.values = self.k_buffer[:, :self.length], self.v_buffer[:, :self.length]
+        return self.keys, self.values'''},
+    # the blocks taken one by one into a list of their own, added to the table once all are there
+    "paged_no_precheck": {"paged_kv_cache": _PAGED_CHUNKS.format(gather=_CAT_GATHER).replace('''        if blocks_after - len(self.block_table) > len(self.pool.free):
+            raise ValueError("没有足够的空闲块")
+        while len(self.block_table) < blocks_after:
+            self.block_table.append(self.pool.allocate())''', '''        new_blocks = []
+        for _ in range(blocks_after - len(self.block_table)):
+            new_blocks.append(self.pool.allocate())  # 块池没有空闲块时，allocate 会抛出 ValueError
+        self.block_table.extend(new_blocks)''')},
 }
