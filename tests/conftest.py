@@ -87,6 +87,17 @@ def course(root, *args, check=True, env=None, timeout=1800):
     return run
 
 
+def zip_bytes(entries):
+    """A zip file's bytes holding (name, data) entries."""
+    import io
+    import zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in entries:
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
 def copy_course(dest):
     """A scratch course with the repo's content and no grading state (the npm assets of setup.sh linked)."""
     dest = copy_course_files(ROOT, dest, (*AUTHORED, "release"))

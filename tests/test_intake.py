@@ -10,6 +10,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from attncourse.grading.intake import lms, matching, reading, roster, staging
 
+from conftest import zip_bytes
+
 
 @pytest.fixture
 def released():
@@ -644,16 +646,6 @@ def test_a_moodle_download_with_a_folder_per_submission(tmp_path, released):
 
 # --- every student the download names gets one outcome, whatever they uploaded ----------------------------------
 
-def _inner_zip(*names):
-    import io
-    import zipfile
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as z:
-        for name, data in names:
-            z.writestr(name, data)
-    return buffer.getvalue()
-
-
 def test_what_a_student_uploaded_is_taken_in_or_recorded_as_not_collected(tmp_path, released):
     """Moodle: a zip holding one notebook is taken in with a note; a PDF, an empty zip or one with two notebooks
     is recorded as not collected for the student the folder names; a notebook whose name no file system holds
@@ -664,10 +656,10 @@ def test_what_a_student_uploaded_is_taken_in_or_recorded_as_not_collected(tmp_pa
     _configure(root, "moodle", "学号,姓名,LMS id\n" + "".join(f"202300000{i},学生{i},81{i}\n" for i in range(1, 8)))
     nb = nbformat.writes(released["work.ipynb"])
     result = _collect(root, _zip(tmp_path / "moodle.zip", [
-        ("学生1_811_assignsubmission_file_/作业.zip", _inner_zip(("作业/work.ipynb", nb), ("__MACOSX/._work.ipynb", "x"))),
+        ("学生1_811_assignsubmission_file_/作业.zip", zip_bytes([("作业/work.ipynb", nb), ("__MACOSX/._work.ipynb", "x")])),
         ("学生2_812_assignsubmission_file_/报告.pdf", b"%PDF-1.4"),
-        ("学生3_813_assignsubmission_file_/空.zip", _inner_zip(("readme.txt", "hi"))),
-        ("学生4_814_assignsubmission_file_/两份.zip", _inner_zip(("a/work.ipynb", nb), ("b/work (1).ipynb", nb))),
+        ("学生3_813_assignsubmission_file_/空.zip", zip_bytes([("readme.txt", "hi")])),
+        ("学生4_814_assignsubmission_file_/两份.zip", zip_bytes([("a/work.ipynb", nb), ("b/work (1).ipynb", nb)])),
         ("学生5_815_assignsubmission_file_/" + "很长" * 60 + "\x07work.ipynb", nb),
         ("学生6_816_assignsubmission_file_/作业4.ipynb", nb)]))  # renamed: graded under the released name
     assert sorted(t[0] for t in result.taken) == ["2023000001", "2023000005", "2023000006"]
@@ -696,7 +688,7 @@ def test_a_flat_canvas_download_with_a_zip_and_a_document(tmp_path, released):
                                "2023000002,四,李,,51235\n")
     nb = nbformat.writes(released["work.ipynb"])
     result = _collect(root, _zip(tmp_path / "canvas.zip", [
-        ("zhangsan_51234_900001_作业.zip", _inner_zip(("work.ipynb", nb))),
+        ("zhangsan_51234_900001_作业.zip", zip_bytes([("work.ipynb", nb)])),
         ("lisi_51235_900002_实验报告.docx", b"PK-not-really")]))
     assert [t[0] for t in result.taken] == ["2023000001"] and _submitted(root, "2023000001") == nb
     assert result.refused == {"2023000002": "上传的是 实验报告.docx（不是 notebook）"}
@@ -707,7 +699,7 @@ def test_a_flat_canvas_download_with_a_zip_and_a_document(tmp_path, released):
     (lambda p: p, "找不到"),
     (lambda p: (p.write_text("学号,成绩\n", encoding="utf-8"), p)[1], "不是 zip 文件"),
     (lambda p: (p.write_bytes(b"Rar!\x1a\x07\x00" + b"\0" * 100), p)[1], "RAR 压缩包"),
-    (lambda p: (p.write_bytes(_inner_zip(("a_b_work.ipynb", "{}" * 5000))[:3000]), p)[1], "不完整或已损坏的 zip"),
+    (lambda p: (p.write_bytes(zip_bytes([("a_b_work.ipynb", "{}" * 5000)])[:3000]), p)[1], "不完整或已损坏的 zip"),
 ])
 def test_a_download_that_cannot_be_read_gets_its_own_message(tmp_path, released, make, words):
     root = _lms_course(tmp_path)

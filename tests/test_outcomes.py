@@ -5,9 +5,7 @@ the feedback, all saying the same thing, and nothing that is not a grade reads a
 feedback pages are opened in Chromium at 1280×800.
 """
 import csv
-import io
 import re
-import zipfile
 
 import nbformat
 import pytest
@@ -17,7 +15,7 @@ from attncourse.grading.authoring.variants import answered, load_catalog, source
 from attncourse.grading.cells import grade_id
 from attncourse.grading.model import Status
 
-from conftest import auto_points, copy_course, course
+from conftest import auto_points, copy_course, course, zip_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.needs_browser]
 
@@ -49,14 +47,6 @@ def _notebooks(root):
     return nbformat.writes(full), nbformat.writes(held)
 
 
-def _zip_bytes(entries):
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as z:
-        for name, data in entries:
-            z.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _moodle_download(root, path):
     full, held = _notebooks(root)
     files = []
@@ -65,10 +55,10 @@ def _moodle_download(root, path):
         files += {"graded": [(folder + "scoring.ipynb", full)],
                   "accepted": [(folder + "scoring.ipynb", held)], "rejected": [(folder + "scoring.ipynb", held)],
                   "failed": [(folder + "scoring.ipynb", full[:len(full) * 3 // 5])],
-                  "zip": [(folder + "作业1.zip", _zip_bytes([("作业1/scoring.ipynb", full)]))],
+                  "zip": [(folder + "作业1.zip", zip_bytes([("作业1/scoring.ipynb", full)]))],
                   "long name": [(folder + "我的注意力作业" * 14 + ".ipynb", full)],
                   "not collected": [(folder + "作业1.pdf", b"%PDF-1.4 ...")], "missing": []}[kind]
-    path.write_bytes(_zip_bytes(files))
+    path.write_bytes(zip_bytes(files))
     return path
 
 
@@ -198,7 +188,7 @@ def canvas(tmp_path_factory):
     course(root, "release", A1)
     full, _ = _notebooks(root)
     download = tmp / "canvas.zip"
-    download.write_bytes(_zip_bytes([("zhengyi_61001_700001_作业1.zip", _zip_bytes([("scoring.ipynb", full)])),
+    download.write_bytes(zip_bytes([("zhengyi_61001_700001_作业1.zip", zip_bytes([("scoring.ipynb", full)])),
                                      ("fenger_LATE_61002_700002_实验报告.docx", b"PK-not-a-notebook")]))
     course(root, "collect", str(download), "--assignment", A1)
     course(root, "grade", A1)
