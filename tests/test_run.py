@@ -344,6 +344,28 @@ def test_the_log_reports_an_edited_test_cell_and_not_one_left_as_released(small,
 
 # --- real kernels: student code that writes to its kernel's sockets, graded beside an honest notebook ---------
 
+def _hostile():
+    import importlib.util
+
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("hostile", ROOT / "catalog" / "hostile.py")
+    hostile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hostile)
+    return hostile
+
+
+def _grade(folder, before, **config):
+    """The small course's notebook with `before` in front of a correct answer, executed as grading does (a kernel
+    of its own, no sandbox): (notebook, failed tests, SubmissionResult)."""
+    from conftest import small_source_notebook
+    source = small_source_notebook()
+    instructor = Instructor({grade_id(c): c.source for c in source.cells}, ["test_double"], ["imports", "test_double"])
+    source.cells[1].source = before + "def double(x):\n    return x + x\n"
+    result = SubmissionResult()
+    nb, failed = CourseExecute(**config).run(source, {"metadata": {"path": str(folder)}}, instructor, result)
+    return nb, failed, result
+
+
 @pytest.mark.slow  # two kernels at once
 def test_a_kernel_whose_iopub_a_thread_writes_to_is_graded_beside_an_honest_one(tmp_path):
     """The concurrent writer (catalog/hostile.py k82, there in the sandbox): a thread writes to the kernel's IOPub
@@ -351,26 +373,33 @@ def test_a_kernel_whose_iopub_a_thread_writes_to_is_graded_beside_an_honest_one(
     the same time as an honest notebook: both are graded, the writer's answer passes and is held with a note
     naming its cell, the honest one keeps everything and has no note. (Without the check, jupyter_client raised
     `Invalid Signature` and the run stopped.)"""
-    import importlib.util
     from concurrent.futures import ThreadPoolExecutor
-
-    from conftest import ROOT, small_source_notebook
-    spec = importlib.util.spec_from_file_location("hostile", ROOT / "catalog" / "hostile.py")
-    hostile = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hostile)
-    source = small_source_notebook()
-    instructor = Instructor({grade_id(c): c.source for c in source.cells}, ["test_double"], ["imports", "test_double"])
-
-    def grade(before):
-        nb = small_source_notebook()
-        nb.cells[1].source = before + "def double(x):\n    return x + x\n"
-        result = SubmissionResult()
-        nb, failed = CourseExecute(timeout=60).run(nb, {"metadata": {"path": str(tmp_path)}}, instructor, result)
-        return nb, failed, result
-
+    hostile = _hostile()
     with ThreadPoolExecutor(2) as pool:
-        (writer, writer_failed, held), (honest, honest_failed, kept) = pool.map(grade, [hostile.IOPUB_WRITER, ""])
+        (writer, writer_failed, held), (honest, honest_failed, kept) = pool.map(
+            lambda before: _grade(tmp_path, before, timeout=60), [hostile.IOPUB_WRITER, ""])
     assert writer_failed == honest_failed == {} and held.failure == kept.failure == ""
     assert "抢写" in str(writer.cells[1].outputs) and "同时打印" in str(writer.cells[1].outputs)
     assert held.held == {"test_double"} and any(f"单元格 double：内核的消息{hostile.UNREADABLE}" in f for f in held.flags), held.flags
     assert kept.held == set() and kept.flags == [] and honest.cells[2].outputs == []
+
+
+LOST_REPLY = """from ipykernel.kernelapp import IPKernelApp
+_session = IPKernelApp.instance().kernel.session
+_send = _session.send
+def _no_reply(stream, msg_or_type, *args, **kwargs):  # this cell's reply never leaves the kernel
+    if msg_or_type == "execute_reply":
+        _session.send = _send
+        return {"content": {"status": "ok"}}
+    return _send(stream, msg_or_type, *args, **kwargs)
+_session.send = _no_reply
+"""
+
+
+@pytest.mark.slow  # a kernel, and a cell's timeout
+def test_a_cell_whose_reply_never_comes_while_the_kernel_is_free_is_counted_and_grading_goes_on(tmp_path):
+    """As when its reply was dropped: the cell times out, the interrupt is not answered (nothing runs), but the
+    kernel serves the probe, so the cell is counted, the submission held, and the tests run."""
+    nb, failed, result = _grade(tmp_path, LOST_REPLY, timeout=3, interrupt_grace=2)
+    assert result.failure == "" and failed == {} and result.held == {"test_double"}
+    assert any("单元格 double：内核的消息无法读取或缺失" in f and "shell 通道 1 条" in f for f in result.flags), result.flags
