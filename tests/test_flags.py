@@ -133,6 +133,7 @@ MISSING = ("tensorboard", "lab_black", "watermark", "wandb", "my_extension")
     "try:\n    import wandb\nexcept ImportError:\n    wandb = None\nwith open(f'{out}/log.txt', 'w') as f:\n    f.write('1')",
     "%load_ext tensorboard\nimport os\nwith open(os.path.join(out, 'config.json'), 'w') as f:\n    f.write('{}')",
     "from wandb import init\nfrom pathlib import Path\n(Path(out) / 'notes.md').write_text('实验记录')",
+    "import os, wandb\nwith open(os.path.join(out, 'sweep.py'), 'w') as f:\n    f.write('lr = 0.1')",
 ])
 def test_an_extension_or_module_the_grader_lacks_holds_nothing(code):
     """It fails the student's cell like any import error: no hold, also beside files the notebook writes whose

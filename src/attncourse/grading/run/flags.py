@@ -335,22 +335,26 @@ def _called(func: ast.AST) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def _module_stem(target: ast.AST | None) -> str | None:
-    """The module a written file's name makes (`helper.py` → "helper"), "" for a name that is no module (another
-    extension, visibly: `f"{folder}/log.txt"`), None for a name computed at run time that may end in `.py`."""
-    if target is None:
-        return ""
-    if (text := _literal_string(target)) is not None:
-        return text[:-3].split("/")[-1] if text.endswith(".py") else ""
-    tail: ast.AST | None = None
-    if isinstance(target, ast.JoinedStr) and target.values:
-        tail = target.values[-1]
+def _module_stem(target: ast.AST) -> str | None:
+    """The module a written file's name makes (`helper.py`, `os.path.join(folder, "helper.py")` → "helper"), ""
+    for a name that is visibly no module (`f"{folder}/log.txt"`), None for a name computed at run time that may
+    be a module (`name`, `"hel" + "per.py"`)."""
+    whole = False  # whether `tail` is the file's whole name
+    if (tail := _literal_string(target)) is not None:
+        whole = True
+    elif isinstance(target, ast.JoinedStr) and target.values:
+        tail = _literal_string(target.values[-1])
+        whole = tail is not None and "/" in tail
     elif isinstance(target, ast.BinOp) and isinstance(target.op, (ast.Add, ast.Div)):
-        tail = target.right
+        tail, whole = _literal_string(target.right), isinstance(target.op, ast.Div)
     elif isinstance(target, ast.Call) and target.args and _called(target.func) in ("join", "joinpath", "Path"):
-        tail = target.args[-1]  # os.path.join(folder, "log.txt"), Path(folder, "log.txt")
-    ending = _literal_string(tail) if tail is not None else None
-    return "" if ending is not None and not ending.endswith(".py") else None
+        tail, whole = _literal_string(target.args[-1]), True
+    if tail is None:
+        return None
+    if not tail.endswith(".py"):
+        return ""
+    name = tail[:-3].split("/")[-1]
+    return name if whole and name else None
 
 
 def written_modules(trees: Iterable[ast.AST]) -> set[str | None]:
