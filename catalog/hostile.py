@@ -15,6 +15,8 @@ and changes to the folder (`folder`).
   something could make the forbidden call unwatched and holds the submission (witness.py); what shows intent
   but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
+- `may_crash`: the student's code may also kill its own kernel (two threads writing one zmq socket at once can
+  crash the process, as libzmq's sockets are not thread-safe): "failed" with 内核崩溃 is then right too;
 - `feedback`: "published";
 - `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
   appear nowhere in the autograded notebook or the feedback.
@@ -614,7 +616,8 @@ CASES = [
     _case("w79_fork_server", "在答案单元格里 fork 出的子进程中调用 F.scaled_dot_product_attention", HELD_WATCH,
           replace={"dot_product_attention": FORK_SERVER + SDPA_ANSWER.format(output="_far(queries, keys, values)")}),
     _case("k82_iopub_writer", "线程与内核同时往 IOPub 套接字写消息（帧交错、签名无效）",
-          {"status": "graded", "score": "full", "flags": ["ipykernel", UNREADABLE]}, before={"masked_softmax": IOPUB_WRITER}),
+          {"status": "graded", "score": "full", "flags": ["ipykernel", UNREADABLE], "may_crash": True},
+          before={"masked_softmax": IOPUB_WRITER}),
     _case("c83_honest", "对照：参考答案（与往内核套接字写消息的提交同时评分）", HONEST),
     _case("k84_every_channel", "往 IOPub、shell、control、stdin 发格式错误、未签名、签名无效、重放的消息，和伪造的单元格回复",
           {"status": "graded", "score": "full", "flags": ["ipykernel", UNREADABLE]}, before={"masked_softmax": EVERY_CHANNEL}),

@@ -14,7 +14,6 @@ badly signed: remote.CheckedChannel drops those; or one whose content nbclient c
 counted against the cell that was running, and the submission is held for review with a note naming the cell;
 a cell whose reply never came, while the kernel is free again, is counted the same way. Grading goes on.
 """
-import asyncio
 import os
 import threading
 import time
@@ -386,16 +385,17 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         try:  # the interrupted cell must answer, or the kernel is stuck for good
             await ensure_async(self.kc.shell_channel.get_msg(timeout=self.interrupt_grace))
         except Empty:
-            if not await self._between_cells():
+            if not self._between_cells():
                 self._fail(hung(timeout))
             self._unread["shell"] += 1  # the cell ended, but its reply was lost (dropped, or never sent)
         return reply
 
-    async def _between_cells(self) -> bool:
-        """Whether the kernel's main thread is free: the probe is served only between cells."""
+    def _between_cells(self) -> bool:
+        """Whether the kernel's main thread is free: the probe is served only between cells. Blocks this
+        submission's event loop for at most twice the grace (a request, then its interrupt)."""
         assert self.channel is not None  # the kernel has started
         try:
-            await asyncio.to_thread(self.channel.request, {"op": "names", "args": {"names": []}}, self.interrupt_grace)
+            self.channel.request({"op": "names", "args": {"names": []}}, self.interrupt_grace)
         except (remote.KernelTimeout, remote.KernelLost, wire.WireError):
             return False
         return True
