@@ -1,8 +1,9 @@
 """The run stage's decisions, in seconds: what `grade_one` keeps, fails, holds or gives up on, with nbgrader's
 converter replaced by a fake that writes what a real run writes (the gradebook's grades, the autograded
 notebook, the execute step's `SubmissionResult`); and the execute step against a fake kernel: a cell's output
-capped, an interrupt answered or not, a kernel that dies. The real converter and kernel are the end-to-end
-tests'."""
+capped, an interrupt answered or not, a kernel that dies, messages it cannot read. The real converter is the
+end-to-end tests'; two `slow` tests at the end run the execute step with real kernels (no sandbox), where student
+code writes to its kernel's sockets (about 30 s)."""
 import asyncio
 import queue
 import threading
