@@ -12,7 +12,8 @@ followed by the answer in the same minute (`x (1)`, `x（1）`, `x-2`), a later 
 upload in a second download, macOS's `__MACOSX` entries. Code habits: the conda
 fix `KMP_DUPLICATE_LIB_OK`, SimHei in matplotlib, `print(torch.__version__)`, magics, `tqdm`, seeds and cudnn
 flags, type hints, `from __future__ import annotations`, try/except imports, helper functions, comments,
-self-checks against the PyTorch functions the exercise forbids, saved outputs.
+self-checks against the PyTorch functions the exercise forbids, saved outputs, a cell of its own loading an
+IPython extension the grader does not have (`LOAD_EXT`: that cell fails, as on any machine without it).
 """
 import datetime
 import json
@@ -63,6 +64,7 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Te
     sdpa = torch.finfo(X.dtype).min  # 与别处的名字重名也没关系；float16 也放得下
     return F.softmax(X.masked_fill(~_lengths_mask(X.shape[-1], lens), sdpa), dim=-1)
 '''
+LOAD_EXT = "%load_ext lab_black\n# 保存时自动格式化代码（我的电脑上装了 jupyterlab-black）"
 OUTPUT = {"output_type": "stream", "name": "stdout", "text": "理论值 4096.0；测得的点积方差 4101.3；除以 √d 之后的方差 16.02\n"}
 IMAGE = {"output_type": "display_data", "metadata": {},
          "data": {"text/plain": "<Figure size 640x480 with 1 Axes>",
@@ -94,7 +96,7 @@ def _drag_above(nb, moved, above):
 def _habits(nb, k):
     """The answer with student k's habits: a preamble in the first answer cell, a self-check, saved outputs, a
     screenshot pasted into the written answer (one that the editor did not save, for some), a part of the notebook
-    dragged above another."""
+    dragged above another, an extension the grader does not have loaded in a first cell."""
     nb = nbformat.reads(nbformat.writes(nb), as_version=4)
     for cell in nb.cells:
         gid = grade_id(cell)
@@ -111,6 +113,8 @@ def _habits(nb, k):
                 cell.attachments = {"image.png": {"image/png": IMAGE["data"]["image/png"]}}
     if k % 7 == 3:
         _drag_above(nb, "bilinear_attention", "masked_softmax")
+    if k % 7 == 5:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(LOAD_EXT))
     if k % 5 == 1:
         nb.cells.append(nbformat.v4.new_code_cell("!pip install d2l==1.0.3", outputs=[nbformat.from_dict(
             {"output_type": "stream", "name": "stdout", "text": "Requirement already satisfied: d2l==1.0.3\n"})]))
@@ -204,7 +208,8 @@ def write_downloads(root, out_dir, assignment=A1, size=42):
         else:
             late.append((f"{base}.ipynb", data, day + datetime.timedelta(days=1)))
         students[sid] = {"name": name, "style": style, "editor": editor, "habit": habit,
-                         "screenshot": {2: "pasted", 8: "not saved"}.get(k % 12, ""), "dragged": k % 7 == 3}
+                         "screenshot": {2: "pasted", 8: "not saved"}.get(k % 12, ""), "dragged": k % 7 == 3,
+                         "load_ext": k % 7 == 5}
     utf8.append(("__MACOSX/._scoring.ipynb", b"\x00\x05\x16\x07", day))
     downloads = [_zip(out_dir / "lms_windows.zip", windows, gbk=True), _zip(out_dir / "lms_utf8.zip", utf8),
                  _zip(out_dir / "lms_folders.zip", folders), _zip(out_dir / "lms_late.zip", late)]

@@ -15,6 +15,8 @@ and changes to the folder (`folder`).
   something could make the forbidden call unwatched and holds the submission (witness.py); what shows intent
   but cannot change a verdict is a note;
 - `reason` / `notes`: words that must appear there;
+- `may_crash`: the student's code may also kill its own kernel (two threads writing one zmq socket at once can
+  crash the process, as libzmq's sockets are not thread-safe): "failed" with 内核崩溃 is then right too;
 - `feedback`: "published";
 - `secret`: "absent": the grader's secret (an environment variable of the grading run) and the keyring secret
   appear nowhere in the autograded notebook or the feedback.
@@ -390,6 +392,55 @@ def _far(*args):
 """
 MODE_OFF = "[torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]" \
            " and None or F.scaled_dot_product_attention(queries, keys, values)"
+# Writing to the kernel's own sockets (grading/run/execution.py, protocol/remote.py CheckedChannel): what the grader
+# cannot read is dropped and counted against the running cell, the submission is held, grading goes on.
+IOPUB_WRITER = """import threading
+from ipykernel.kernelapp import IPKernelApp
+_kernel = IPKernelApp.instance().kernel
+_raw, _parent = _kernel.iopub_thread.socket, _kernel.get_parent()  # the socket the kernel's IOPub thread writes to
+def _write():
+    for _ in range(3000):  # while the cell prints: the frames of both writers interleave
+        _kernel.session.send(_raw, "stream", {"name": "stdout", "text": "抢写\\n"}, parent=_parent)
+        _raw.send_multipart([b"stream", b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}"])
+_writer = threading.Thread(target=_write)
+_writer.start()
+for _ in range(3000):
+    print("同时打印", flush=True)
+_writer.join()
+"""
+EVERY_CHANNEL = """from ipykernel.kernelapp import IPKernelApp
+_kernel = IPKernelApp.instance().kernel
+_session, _parent = _kernel.session, _kernel.get_parent()
+_grader = _parent["header"]["session"].encode()  # the identity of the grader's sockets
+def _signed(msg_type, content, parent_part=None):  # signed with the kernel's key, but not what nbclient reads
+    msg = _session.msg(msg_type, content, parent=_parent)
+    parts = [_session.pack(msg["header"]), parent_part or _session.pack(msg["parent_header"]), b"{}",
+             _session.pack(content)]
+    return [b"<IDS|MSG>", _session.sign(parts), *parts]
+_junk = [[b"garbage"], [b"<IDS|MSG>", b"", b"{}", b"{}", b"{}", b"{}"], [b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"{}"],
+         [b"<IDS|MSG>", b"1" * 64, b"{not json"]]
+_replayed = _signed("stream", {"name": "stdout", "text": "重放\\n"})
+_iopub = _junk + [_signed("stream", {"text": 1}), _signed("status", {}), _signed("stream", {}, parent_part=b"[]"),
+                  _replayed, _replayed]
+_shell = _junk + [_signed("execute_reply", {"no": "status"})]
+_pub = _kernel.iopub_thread
+for _frames in _iopub:  # sent by the IOPub thread itself
+    _pub.schedule(lambda frames=_frames: _pub.socket.send_multipart([b"stream", *frames]))
+for _stream in (_kernel.shell_stream, _kernel.control_stream):  # by each socket's own thread
+    for _frames in _shell:
+        _stream.io_loop.add_callback(_stream.send_multipart, [_grader, *_frames])
+for _frames in _shell:
+    _kernel.stdin_socket.send_multipart([_grader, *_frames])
+"""
+PROBE_JUNK = """import attncourse.grading.protocol.probe as _probe
+_answer = _probe._answer
+def _junk_first(kernel, socket, frames):  # the grader's socket gets frames that are no reply before each reply
+    socket.send_multipart([frames[0], b"junk"])
+    socket.send_multipart([frames[0], frames[1], b"\\xff{not json"])
+    return _answer(kernel, socket, frames)
+_probe._answer = _junk_first
+"""
+UNREADABLE = "无法读取或缺失"
 LOST_DOT = {"status": "graded", "lost": {"test_dot_product_attention", "test_dot_product_sdpa"}}
 LOST_MASKED = {"status": "graded", "lost": {"test_masked_softmax_basic", "test_masked_softmax_2d"}}
 HELD_WATCH = {"status": "graded", "flags": ["禁止函数的监视"]}
@@ -564,6 +615,14 @@ CASES = [
           replace={"masked_softmax": CODE_SWAPPED}),
     _case("w79_fork_server", "在答案单元格里 fork 出的子进程中调用 F.scaled_dot_product_attention", HELD_WATCH,
           replace={"dot_product_attention": FORK_SERVER + SDPA_ANSWER.format(output="_far(queries, keys, values)")}),
+    _case("k82_iopub_writer", "线程与内核同时往 IOPub 套接字写消息（帧交错、签名无效）",
+          {"status": "graded", "score": "full", "flags": ["ipykernel", UNREADABLE], "may_crash": True},
+          before={"masked_softmax": IOPUB_WRITER}),
+    _case("c83_honest", "对照：参考答案（与往内核套接字写消息的提交同时评分）", HONEST),
+    _case("k84_every_channel", "往 IOPub、shell、control、stdin 发格式错误、未签名、签名无效、重放的消息，和伪造的单元格回复",
+          {"status": "graded", "score": "full", "flags": ["ipykernel", UNREADABLE]}, before={"masked_softmax": EVERY_CHANNEL}),
+    _case("k85_probe_junk", "在探针的套接字上先发不是回复的帧",
+          {"status": "graded", "score": 0, "flags": ["attncourse.grading", "协议不允许"]}, before={"masked_softmax": PROBE_JUNK}),
 ]
 
 

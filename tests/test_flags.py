@@ -81,7 +81,6 @@ def test_files_and_processes_are_held_only_without_a_sandbox(code):
     ("get_ipython().set_custom_exc((Exception,), None)", ["set_custom_exc"]),
     ("from IPython.core.interactiveshell import ExecutionResult", ["IPython.core"]),
     ("%run helper.py", ["%run"]),
-    ("%load_ext my_extension", ["%load_ext"]),
     ("%load_ext attncourse.grading.protocol.probe", ["%load_ext"]),
     ("import sys\nprobe = sys.modules.get('attncourse.grading.protocol.probe')", ["sys.modules"]),
     ("import sys\nif 'x' in sys.modules:\n    sys.modules['x'].f = 1", ["sys.modules"]),
@@ -109,11 +108,45 @@ def test_files_and_processes_are_held_only_without_a_sandbox(code):
     ("import builtins\nbuiltins.isinstance = lambda *a: True", ["builtins"]),
     ("breakpoint()", ["breakpoint"]),
     ("with open('helper.py', 'w') as f:\n    f.write('x = 1')\nimport helper", ["helper"]),
+    ("from pathlib import Path\nPath('helper.py').write_text('x = 1')\nimport helper", ["helper"]),
+    ("with open('hel' + 'per.py', 'w') as f:\n    f.write('x = 1')\nfrom helper import x", ["helper"]),
+    ("with open(name, 'w') as f:\n    f.write('x = 1')\nimport helper", ["helper"]),
+    ("with open('myext.py', 'w') as f:\n    f.write('def load_ipython_extension(ip): pass')\n%load_ext myext",
+     ["%load_ext", "myext"]),
     ("exec('import gc\\ngc.get_objects()')", ["gc.get_objects"]),
 ])
 def test_what_could_reach_the_grader_is_held(code, words):
     found = flags.review_flags([("单元格 x", code)], IMPORTS)
     assert found and all(any(w in f for f in found) for w in words), found
+
+
+# Not on the grader (the test checks it): an import of one fails its cell as any import error does.
+MISSING = ("tensorboard", "lab_black", "watermark", "wandb", "my_extension")
+
+
+@pytest.mark.parametrize("code", [
+    "%load_ext tensorboard",
+    "%load_ext lab_black",
+    "%load_ext my_extension",
+    "get_ipython().run_line_magic('load_ext', 'watermark')",
+    "import wandb\nwandb.init(project='attention')",
+    "try:\n    import wandb\nexcept ImportError:\n    wandb = None\nwith open(f'{out}/log.txt', 'w') as f:\n    f.write('1')",
+    "%load_ext tensorboard\nimport os\nwith open(os.path.join(out, 'config.json'), 'w') as f:\n    f.write('{}')",
+    "from wandb import init\nfrom pathlib import Path\n(Path(out) / 'notes.md').write_text('实验记录')",
+    "import os, wandb\nwith open(os.path.join(out, 'sweep.py'), 'w') as f:\n    f.write('lr = 0.1')",
+])
+def test_an_extension_or_module_the_grader_lacks_holds_nothing(code):
+    """It fails the student's cell like any import error: no hold, also beside files the notebook writes whose
+    names are no module."""
+    assert not any(map(flags._installed, MISSING))
+    assert flags.review_flags([("单元格 x", code)], IMPORTS, sandboxed=True) == []
+
+
+def test_a_module_the_notebook_writes_is_held_in_the_cell_that_loads_it():
+    cells = [(2, "单元格 #3", "%%writefile myext.py\ndef load_ipython_extension(ip):\n    pass"),
+             (3, "单元格 #4", "%load_ext tensorboard\n%load_ext myext")]
+    held = [(f.cell, f.line, f.what) for f in flags.findings(cells, IMPORTS) if f.holds(sandboxed=True)]
+    assert held == [(3, 2, "用 %load_ext 加载了自己写到磁盘上的模块 myext（看不到它的代码）")]
 
 
 @pytest.mark.parametrize("code, words", [

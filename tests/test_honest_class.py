@@ -47,7 +47,20 @@ def test_the_class_is_realistic(graded):
                                                        "windows"}
     assert len({s["style"] for s in students.values()}) >= 4 and len({s["habit"] for s in students.values()}) >= 7
     assert {s["screenshot"] for s in students.values()} == {"", "pasted", "not saved"}
-    assert any(s["dragged"] for s in students.values())
+    assert any(s["dragged"] for s in students.values()) and any(s["load_ext"] for s in students.values())
+
+
+def test_an_extension_the_grader_lacks_fails_its_own_cell_and_holds_nothing(graded):
+    """(Their points: below.) The cell that loads it fails as any import error does, in the grader's run."""
+    import nbformat
+    root, students, _, _, rows, _ = graded
+    loading = [sid for sid, info in students.items() if info["load_ext"]]
+    assert loading
+    for sid in loading:
+        nb = nbformat.read(next((root / "autograded" / sid / A1).glob("*.ipynb")), as_version=4)
+        cell = next(c for c in nb.cells if c.source == HONEST.LOAD_EXT)
+        assert [o.get("ename") for o in cell.outputs if o.output_type == "error"] == ["ModuleNotFoundError"], sid
+        assert not rows[sid]["review"], rows[sid]
 
 
 def test_a_lost_screenshot_and_a_dragged_part_are_noted_and_cost_nothing(graded):

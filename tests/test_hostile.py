@@ -133,6 +133,8 @@ def test_every_case_gets_its_expected_outcome(graded):
     wrong = []
     for student, case in graded["students"].items():
         want, row = case["expect"], rows[(case["assignment"], student)]
+        if want.get("may_crash") and row["status"] == "failed" and "内核崩溃" in row["reason"]:
+            continue  # the student's code killed its own kernel: failed with the reason, as case h32
         problems = []
         if row["status"] not in ({"graded", "held"} if want["status"] == "graded" else {want["status"]}):
             problems.append(f"status {row['status']} ({row['reason']})")

@@ -155,6 +155,28 @@ INTERNALS = [
     ("ipykernel.zmqshell:ZMQDisplayPublisher.publish",
      "grading/protocol/probe.py _limit_output: every display() of a cell goes through shell.display_pub.publish",
      "DISPLAY_PUBLISH"),
+    ("jupyter_client.channels:AsyncZMQSocketChannel",
+     "grading/protocol/remote.py CheckedChannel replaces its get_msg, reading self.socket and self.session", "CHANNEL"),
+    ("jupyter_client.session:Session.deserialize",
+     "grading/protocol/remote.py CheckedChannel: it raises on frames it cannot read or verify, and returns the dict "
+     "whose header, parent_header, content and msg_type are checked", "DESERIALIZE"),
+    ("jupyter_client.client:KernelClient.start_channels",
+     "grading/protocol/remote.py BoundedClient.start_channels passes (shell, iopub, stdin, hb, control) in this order",
+     "START_CHANNELS"),
+    ("nbclient.client:NotebookClient.async_start_new_kernel_client",
+     "grading/protocol/remote.py BoundedClient: start_channels() is called without arguments (stdin and control off)",
+     "START_CLIENT"),
+    ("nbclient.client:NotebookClient._async_poll_output_msg",
+     "grading/protocol/remote.py CheckedChannel: IOPub is read with get_msg(timeout=None), each message to "
+     "process_message, which grading/run/execution.py wraps", "POLL_OUTPUT"),
+    ("nbclient.client:NotebookClient.process_message",
+     "grading/run/execution.py CourseExecute.process_message: CellExecutionComplete ends the cell, anything else it "
+     "raises is an unreadable message", "PROCESS_MESSAGE"),
+    ("nbclient.client:NotebookClient._async_poll_for_reply",
+     "grading/run/execution.py: the shell reply goes to on_cell_executed, an unanswered wait to _async_handle_timeout",
+     "POLL_REPLY"),
+    ("nbclient.client:NotebookClient._check_raise_for_error",
+     "grading/run/execution.py CourseExecute.on_cell_executed gives every reply a status this reads", "RAISE_FOR_ERROR"),
 ]
 FINGERPRINTS = {
     "EXCEPTION_TABLE": "43a7096c6a0e88c4",
@@ -212,6 +234,14 @@ FINGERPRINTS = {
     "SHOWTRACEBACK": "6a5da68855007d73",
     "DO_EXECUTE": "78aa91d0af8b79f1",
     "DISPLAY_PUBLISH": "2dd0b1637badf9d7",
+    "CHANNEL": "9ee7af67ed39b405",
+    "DESERIALIZE": "d497eee289aaca1c",
+    "START_CHANNELS": "2677d69c1507775d",
+    "START_CLIENT": "0034f6fd2447b05f",
+    "POLL_OUTPUT": "1619965a18581fa3",
+    "PROCESS_MESSAGE": "e345991e03a03272",
+    "POLL_REPLY": "fc81a9e9c11c2a90",
+    "RAISE_FOR_ERROR": "b8e5969ea6d26abc",
 }
 
 

@@ -266,3 +266,52 @@ def test_a_request_that_runs_past_its_time_is_interrupted_and_the_kernel_goes_on
         channel.close()
         kc.stop_channels()
         asyncio.run(km.shutdown_kernel(now=True))
+
+
+def test_what_the_kernel_sends_that_is_not_a_readable_message_is_dropped_and_counted():
+    """The grader's shell and IOPub channels (`remote.CheckedChannel`): frames without a delimiter, unsigned,
+    badly signed, not JSON, replayed, or signed but without the parts nbclient reads are dropped and counted; the
+    messages between them arrive in order, and a wait that finds only unreadable frames keeps its deadline."""
+    import time
+    from queue import Empty
+
+    import zmq
+    import zmq.asyncio
+    from jupyter_client.session import Session as MessageSession
+
+    session = MessageSession(key=b"kernel-key")
+    forged = MessageSession(key=b"other-key")
+    context = zmq.asyncio.Context()
+
+    def signed(parent=b"{}", content=b"{}"):
+        parts = [session.pack(session.msg_header("stream")), parent, b"{}", content]
+        return [b"<IDS|MSG>", session.sign(parts), *parts]
+
+    replayed = session.serialize(session.msg("stream", {"name": "stdout", "text": "x"}))
+    unreadable = [[b"garbage"], [b"<IDS|MSG>", b"", b"{}", b"{}", b"{}", b"{}"],
+                  forged.serialize(forged.msg("stream", {})), [b"<IDS|MSG>", b"0" * 64, b"{not json"],
+                  signed(parent=b"[]"), signed(content=b"[1]"), replayed]
+
+    async def main():
+        receiver, sender = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+        receiver.bind("inproc://checked")
+        sender.connect("inproc://checked")
+        channel = remote.CheckedChannel(receiver, session)
+        try:
+            for frames in [replayed, *unreadable, session.serialize(session.msg("status", {"execution_state": "idle"}))]:
+                await sender.send_multipart(frames)
+            first, second = await channel.get_msg(timeout=5), await channel.get_msg(timeout=5)
+            for frames in unreadable[:4]:
+                await sender.send_multipart(frames)
+            start = time.monotonic()
+            with pytest.raises(Empty):
+                await channel.get_msg(timeout=0.5)
+            return first, second, channel.dropped, time.monotonic() - start
+        finally:
+            receiver.close()
+            sender.close()
+
+    first, second, dropped, waited = asyncio.run(main())
+    context.term()
+    assert (first["msg_type"], second["msg_type"]) == ("stream", "status")
+    assert dropped == len(unreadable) + 4 and 0.4 < waited < 3

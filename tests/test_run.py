@@ -1,23 +1,26 @@
 """The run stage's decisions, in seconds: what `grade_one` keeps, fails, holds or gives up on, with nbgrader's
 converter replaced by a fake that writes what a real run writes (the gradebook's grades, the autograded
 notebook, the execute step's `SubmissionResult`); and the execute step against a fake kernel: a cell's output
-capped, an interrupt answered or not, a kernel that dies. The real converter and kernel are the end-to-end
-tests'."""
+capped, an interrupt answered or not, a kernel that dies, messages it cannot read. The real converter is the
+end-to-end tests'; two `slow` tests at the end run the execute step with real kernels (no sandbox), where student
+code writes to its kernel's sockets (about 30 s)."""
 import asyncio
 import queue
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellExecutionComplete, DeadKernelError
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
 
+from attncourse.grading.cells import grade_id
 from attncourse.grading.intake.staging import Intake
 from attncourse.grading.model import Hold, HoldKind, Status, SubmissionResult
-from attncourse.grading.protocol import trusted
+from attncourse.grading.protocol import remote, trusted
 from attncourse.grading.records import read_record
 from attncourse.grading.run import autograde, diagnosis, execution
 from attncourse.grading.run.execution import CRASHED, CourseExecute, Instructor, SubmissionFailed, hung
@@ -159,11 +162,24 @@ class FakeKernel:
         self.interrupted += 1
 
 
+class FakeProbe:
+    """The probe's socket (remote.Channel): answered between cells only."""
+
+    def __init__(self, between_cells):
+        self.between_cells = between_cells
+
+    def request(self, request, timeout):
+        if not self.between_cells:
+            raise remote.KernelLost("ignored the interrupt")
+        return {"ok": {}}
+
+
 def _execute(**config):
     step = CourseExecute(**config)
     step.reset_execution_trackers()  # what nbclient sets up before a notebook runs, and before a cell runs:
     step.clear_before_next_output = False
     step.result = SubmissionResult()
+    step._unread = Counter()
     return step
 
 
@@ -212,6 +228,7 @@ def test_the_notebooks_output_is_capped_across_its_cells():
 def test_a_kernel_that_ignores_the_interrupt_fails_the_submission_as_hung():
     step = _execute(timeout=30, interrupt_grace=0)
     step.km = step.kc = FakeKernel()
+    step.channel = FakeProbe(between_cells=False)
     with pytest.raises(SubmissionFailed):
         asyncio.run(step._async_handle_timeout(30))
     assert step.km.interrupted == 1 and step.result.failure == hung(30)
@@ -222,6 +239,49 @@ def test_a_kernel_that_answers_the_interrupt_goes_on():
     step.km = step.kc = FakeKernel(answers=[{"content": {"status": "error"}}])
     asyncio.run(step._async_handle_timeout(30))
     assert step.km.interrupted == 1 and step.result.failure == ""
+
+
+def test_a_cell_whose_reply_was_lost_is_counted_and_grading_goes_on():
+    """Student code wrote to the kernel's shell socket and the cell's reply was dropped: no reply to the interrupt,
+    but the kernel serves the probe, which it does only between cells. The cell is counted, not failed as hung."""
+    step = _execute(timeout=30, interrupt_grace=0)
+    step.km = step.kc = FakeKernel()
+    step.channel = FakeProbe(between_cells=True)
+    asyncio.run(step._async_handle_timeout(30))
+    assert step.km.interrupted == 1 and step.result.failure == "" and step._unread == {"shell": 1}
+
+
+def _signed(msg_type, content):
+    """A message as the kernel's session signs it, whose content student code chose."""
+    return {"msg_type": msg_type, "header": {"msg_type": msg_type}, "parent_header": {}, "content": content}
+
+
+def test_what_nbclient_cannot_read_is_counted_against_the_running_cell_and_holds(monkeypatch):
+    """Signed with the kernel's key (student code has it) but not readable: a stream without its name, a status
+    without its state, a reply without a status. Each is counted, the cell is named in a note that holds the
+    submission, and the cell's end still ends it."""
+    step = _execute()
+    step.instructor = Instructor({"double": "", "test_double": ""}, ["test_double"], [])
+    step.session, step.kc = remote.Session(send=None), None
+    cell = nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {"grade_id": "double"}})
+
+    def runs(self, cell, resources, index):
+        cell.metadata["execution"] = {}  # as nbclient sets it before a cell runs
+        for msg in (_signed("stream", {"text": 1}), _signed("status", {}), _signed("clear_output", [])):
+            assert self.process_message(msg, cell, index) is None
+        with pytest.raises(CellExecutionComplete):
+            self.process_message(_signed("status", {"execution_state": "idle"}), cell, index)
+        self.on_cell_executed(cell=cell, cell_index=index, execute_reply={"content": {"no": "status"}})
+        return cell, resources
+
+    monkeypatch.setattr(Execute, "preprocess_cell", runs, raising=False)
+    step.preprocess_cell(cell, {}, 2)
+    assert [o.output_type for o in cell.outputs] == ["error"]
+    assert step.session.tampered == ["单元格 double：内核的消息无法读取或缺失（格式错误、未签名或签名无效，IOPub 通道 3 条、"
+                                     "shell 通道 1 条），已丢弃"]
+    monkeypatch.setattr(Execute, "preprocess_cell", lambda self, cell, resources, index: (cell, resources), raising=False)
+    step.preprocess_cell(nbformat.v4.new_code_cell("y = 2"), {}, 3)  # the next cell sends only what it can read
+    assert len(step.session.tampered) == 1
 
 
 def test_a_dead_kernel_fails_the_submission_as_crashed(monkeypatch):
@@ -281,3 +341,72 @@ def test_the_log_reports_an_edited_test_cell_and_not_one_left_as_released(small,
             done, _ = autograde.CourseOverwriteCells().preprocess(nbformat.from_dict(nb), resources)
         assert done.cells[2].source == source
         assert ("'checksum' for cell test_double has changed" in caplog.text) == warned, caplog.text
+
+
+# --- real kernels: student code that writes to its kernel's sockets, graded beside an honest notebook ---------
+
+def _hostile():
+    import importlib.util
+
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("hostile", ROOT / "catalog" / "hostile.py")
+    hostile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hostile)
+    return hostile
+
+
+def _grade(folder, before, **config):
+    """The small course's notebook with `before` in front of a correct answer, executed as grading does (a kernel
+    of its own, no sandbox): (notebook, failed tests, SubmissionResult)."""
+    from conftest import small_source_notebook
+    source = small_source_notebook()
+    instructor = Instructor({grade_id(c): c.source for c in source.cells}, ["test_double"], ["imports", "test_double"])
+    source.cells[1].source = before + "def double(x):\n    return x + x\n"
+    result = SubmissionResult()
+    try:
+        nb, failed = CourseExecute(**config).run(source, {"metadata": {"path": str(folder)}}, instructor, result)
+    except SubmissionFailed:
+        return None, {}, result
+    return nb, failed, result
+
+
+@pytest.mark.slow  # two kernels at once
+def test_a_kernel_whose_iopub_a_thread_writes_to_is_graded_beside_an_honest_one(tmp_path):
+    """The concurrent writer (catalog/hostile.py k82, there in the sandbox): a thread writes to the kernel's IOPub
+    socket while the kernel prints, so frames of the two interleave, and sends badly signed ones. It is graded at
+    the same time as an honest notebook: the writer's answer passes and is held with a note naming its cell (or,
+    in some runs, the two threads on one zmq socket crash its kernel: failed as crashed, as os._exit is), the
+    honest one keeps everything and has no note. (Without the check, jupyter_client raised `Invalid Signature`
+    and the run stopped.)"""
+    from concurrent.futures import ThreadPoolExecutor
+    hostile = _hostile()
+    with ThreadPoolExecutor(2) as pool:
+        (writer, writer_failed, held), (honest, honest_failed, kept) = pool.map(
+            lambda before: _grade(tmp_path, before, timeout=60), [hostile.IOPUB_WRITER, ""])
+    assert kept.failure == "" and honest_failed == {} and honest.cells[2].outputs == []
+    assert kept.held == set() and kept.flags == [], kept.flags
+    if held.failure != CRASHED:
+        assert held.failure == "" and writer_failed == {} and "同时打印" in str(writer.cells[1].outputs)
+        assert held.held == {"test_double"} and any(f"单元格 double：内核的消息{hostile.UNREADABLE}" in f
+                                                    for f in held.flags), held.flags
+
+
+LOST_REPLY = """from ipykernel.kernelapp import IPKernelApp
+_session = IPKernelApp.instance().kernel.session
+_send = _session.send
+def _no_reply(stream, msg_or_type, *args, **kwargs):  # this cell's reply never leaves the kernel
+    if msg_or_type == "execute_reply":
+        _session.send = _send
+        return {"content": {"status": "ok"}}
+    return _send(stream, msg_or_type, *args, **kwargs)
+_session.send = _no_reply
+"""
+
+
+@pytest.mark.slow  # a kernel, and a cell's timeout
+def test_a_cell_whose_reply_never_comes_while_the_kernel_is_free_is_counted_and_grading_goes_on(tmp_path):
+    """As when its reply was dropped: the cell times out, the interrupt is not answered (nothing runs), but the
+    kernel serves the probe, so the cell is counted, the submission held, and the tests run."""
+    nb, failed, result = _grade(tmp_path, LOST_REPLY, timeout=3, interrupt_grace=2)
+    assert result.failure == "" and failed == {} and result.held == {"test_double"}
+    assert any("单元格 double：内核的消息无法读取或缺失" in f and "shell 通道 1 条" in f for f in result.flags), result.flags

@@ -20,9 +20,11 @@ import torch
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.session import Session as MessageSession
 from jupyter_core.utils import run_sync
+from traitlets import Type
 
 from .. import syntax
 from . import probe, wire, witness
@@ -43,11 +45,65 @@ MAX_RETURNED_BYTES = 16 << 20  # bytes of tensors a cell's `returned` keeps; a c
 LOOPBACK = "tcp://127.0.0.1:*"  # where a kernel without a sandbox binds the probe's socket: a free local port
 
 
+class CheckedChannel(AsyncZMQSocketChannel):
+    """The grader's shell or IOPub channel to a kernel. What the kernel sends itself is a well-formed message signed
+    with its session's key; student code that writes to the kernel's sockets (a thread writing while the kernel
+    does interleaves their frames) delivers messages that are malformed, unsigned, replayed or badly signed, on
+    which jupyter_client's Session.deserialize raises and nbclient would stop the run. Such a message is dropped
+    and counted in `dropped`, which the execute step counts against the running cell (run/execution.py); the
+    wait for a good one keeps its deadline."""
+
+    def __init__(self, socket: zmq.asyncio.Socket, session: MessageSession, loop: Any = None) -> None:
+        super().__init__(socket, session, loop)
+        self.dropped = 0
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:  # type: ignore[override]  # as its base
+        """The next readable message; Empty after `timeout` seconds (None: wait for one)."""
+        assert self.socket is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0, int(1000 * (deadline - time.monotonic())))
+            if not await self.socket.poll(left):
+                raise Empty
+            msg = self._readable(await self.socket.recv_multipart())
+            if msg is not None:
+                return msg
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Empty  # a flood of unreadable messages does not hold the wait past its deadline
+
+    def _readable(self, frames: list[bytes]) -> dict[str, Any] | None:
+        """The message in `frames` with the parts nbclient reads (a dict header, parent header and content, a
+        string type), or None, counted in `dropped`."""
+        try:
+            _, parts = self.session.feed_identities(frames)
+            msg = self.session.deserialize(parts)
+        except Exception:  # noqa: BLE001 - anything deserialize raises on frames it cannot read or verify
+            msg = None
+        if msg is None or not isinstance(msg.get("msg_type"), str) or not all(
+                isinstance(msg.get(part), dict) for part in ("header", "parent_header", "content")):
+            self.dropped += 1
+            return None
+        return msg
+
+
 class BoundedClient(AsyncKernelClient):
     """The grader's client of a student's kernel. The probe refuses to send a reply over `wire.MAX_REPLY`; a
     message larger than that anyway (a kernel whose probe was changed) is refused by zmq as it arrives, before it
     is read into memory, and the connection is dropped: a request that then cannot be sent means the kernel is
-    lost."""
+    lost. Shell and IOPub drop what is not a readable message of the kernel's (`CheckedChannel`); the stdin and
+    control channels, which the grader never reads, are not connected, so nothing the kernel sends there reaches
+    the grader."""
+
+    shell_channel_class = Type(CheckedChannel)
+    iopub_channel_class = Type(CheckedChannel)
+
+    def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = False, hb: bool = True,
+                       control: bool = False) -> None:
+        super().start_channels(shell, iopub, stdin, hb, control)
+
+    def dropped(self) -> dict[str, int]:
+        """{channel: messages dropped so far}."""
+        return {"shell": self.shell_channel.dropped, "IOPub": self.iopub_channel.dropped}
 
     def _context_default(self) -> zmq.asyncio.Context:
         self._created_context = True

@@ -8,10 +8,16 @@ The verdict becomes the cell's output (nothing, or one error), so nbgrader's own
 nbgrader's bookkeeping (gradebook, files) runs one thread at a time (`TURN`); only the execution, which is
 where the time goes, runs concurrently. A kernel that dies or ignores the interrupt after a timeout ends the
 submission with a reason (in the submission's `SubmissionResult`) the report can show.
+
+Student code can write to the kernel's own sockets. A message the grader cannot read (malformed, unsigned or
+badly signed: remote.CheckedChannel drops those; or one whose content nbclient cannot read) is dropped and
+counted against the cell that was running, and the submission is held for review with a note naming the cell;
+a cell whose reply never came, while the kernel is free again, is counted the same way. Grading goes on.
 """
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from queue import Empty
@@ -19,7 +25,7 @@ from typing import Any, NoReturn
 
 from jupyter_client.manager import KernelManager
 from jupyter_core.utils import ensure_async, run_sync
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellControlSignal, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
@@ -31,7 +37,7 @@ from .. import text
 from ..cells import HIDDEN_PART, grade_id, is_test_cell
 from ..isolation.preload import PROBE_ADDRESS, PreloadedProvisioner
 from ..model import Hold, HoldKind, SubmissionResult
-from ..protocol import remote, trusted
+from ..protocol import remote, trusted, wire
 from ..syntax import only_imports
 from . import diagnosis, flags
 
@@ -206,6 +212,7 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         self.session = remote.Session(self._send, instructor.imports)
         self.namespace = trusted.base_namespace(instructor.imports)
         self._kept_bytes: dict[int, int] = {}
+        self._unread: Counter[str] = Counter()  # {channel: messages nbclient could not read}, besides the channels'
         self.channel: remote.Channel | None = None
         try:
             nb, resources = super().preprocess(nb, resources, km=km)
@@ -249,7 +256,7 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
                         index: int) -> tuple[NotebookNode, dict[str, Any]]:
         gid = grade_id(cell)
-        start = time.perf_counter()
+        start, unread = time.perf_counter(), self._unreadable()
         try:
             if cell.cell_type != "code" or gid not in self.instructor.tests:
                 ran: tuple[NotebookNode, dict[str, Any]] = super().preprocess_cell(cell, resources, index)
@@ -258,6 +265,14 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         finally:
             step = "test cells" if gid in self.instructor.tests else "student cells"
             self.result.timed(step, time.perf_counter() - start)
+            if dropped := self._unreadable() - unread:
+                self.session.tampered.append(
+                    f"单元格 {gid or f'#{index + 1}'}：内核的消息无法读取或缺失（格式错误、未签名或签名无效，"
+                    + "、".join(f"{channel} 通道 {n} 条" for channel, n in sorted(dropped.items())) + "），已丢弃")
+
+    def _unreadable(self) -> Counter[str]:
+        """{channel: the kernel's messages dropped so far as unreadable}."""
+        return Counter(self.kc.dropped() if self.kc is not None else {}) + self._unread
 
     def _run_test_cell(self, cell: NotebookNode, resources: dict[str, Any],
                        gid: str) -> tuple[NotebookNode, dict[str, Any]]:
@@ -336,10 +351,26 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         out: NotebookNode | None = super().output(outs, msg, display_id, cell_index)
         return out
 
+    def process_message(self, msg: dict[str, Any], cell: NotebookNode, cell_index: int) -> NotebookNode | None:
+        """nbclient's, but a message signed with the kernel's key whose content nbclient cannot read (student
+        code has the key) is dropped and counted, not raised."""
+        try:
+            out: NotebookNode | None = super().process_message(msg, cell, cell_index)
+            return out
+        except CellControlSignal:  # the cell's end
+            raise
+        except Exception:  # noqa: BLE001 - whatever nbclient raises on the content it reads
+            self._unread["IOPub"] += 1
+            return None
+
     def on_cell_executed(self, **kwargs: Any) -> None:
-        """nbgrader's, which adds the reply's error to the cell when no output has it: cut as `output` cuts."""
+        """nbgrader's, which adds the reply's error to the cell when no output has it: cut as `output` cuts. A
+        reply without a status nbclient knows counts as unreadable and fails the cell."""
         content = kwargs["execute_reply"]["content"]
-        if content.get("status") == "error":
+        if content.get("status") not in ("ok", "error", "aborted"):
+            self._unread["shell"] += 1
+            content["status"] = "error"
+        if content["status"] == "error":
             content.update(_bounded_error(content, self.max_output_bytes))
             content.pop("output_type")
         super().on_cell_executed(**kwargs)
@@ -352,5 +383,17 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
         try:  # the interrupted cell must answer, or the kernel is stuck for good
             await ensure_async(self.kc.shell_channel.get_msg(timeout=self.interrupt_grace))
         except Empty:
-            self._fail(hung(timeout))
+            if not self._between_cells():
+                self._fail(hung(timeout))
+            self._unread["shell"] += 1  # the cell ended, but its reply was lost (dropped, or never sent)
         return reply
+
+    def _between_cells(self) -> bool:
+        """Whether the kernel's main thread is free: the probe is served only between cells. Blocks this
+        submission's event loop for at most twice the grace (a request, then its interrupt)."""
+        assert self.channel is not None  # the kernel has started
+        try:
+            self.channel.request({"op": "names", "args": {"names": []}}, self.interrupt_grace)
+        except (remote.KernelTimeout, remote.KernelLost, wire.WireError):
+            return False
+        return True

@@ -10,7 +10,7 @@ for a person only when it could plausibly reach what the grader relies on inside
   collector's object lists, `sys.modules`, function internals (`__code__`, `__globals__`, `__subclasses__`),
   ctypes;
 - code that cannot be read: `exec`/`eval`/`compile`/`__import__` of a computed string, `%run` and friends,
-  attribute names computed on a module;
+  attribute names computed on a module, a module (or IPython extension) the notebook writes to disk and imports;
 - without a sandbox only: files, processes, databases and the network (the kernel then runs as the grader).
 
 A hold keeps back only the points it could affect: the test cells that run after the cell holding the construct.
@@ -19,7 +19,8 @@ NBGRADER_EXECUTION) is a note for the TA, never a hold.
 
 Honest idioms that reach none of this, and so are never held (each class tested in tests/test_flags.py): memory
 clean-up (`gc.collect()`, `torch.cuda.empty_cache()`), reading where the notebook runs (`sys.platform`,
-`os.getcwd()`, `'google.colab' in sys.modules`), loading an extension that is installed (`%load_ext autoreload`),
+`os.getcwd()`, `'google.colab' in sys.modules`), loading an extension (`%load_ext autoreload`; one the grader does
+not have, like a module it does not have, fails its cell as any import error does),
 progress bars, plotting setup, device selection, timing magics and the student's own self-checks.
 """
 import ast
@@ -174,13 +175,16 @@ class _Reader(ast.NodeVisitor):
             self.add(f"{verb} {path}", HoldKind.UNSANDBOXED)
 
     # --- imports
-    def imported(self, module: str) -> None:
+    def imported(self, module: str, verb: str = "导入了") -> None:
+        """A module the grader has is package code (held only on a path of HOLD_PATHS). One it does not have either
+        fails to import, as any import error fails its cell, or is one the notebook writes to disk itself: code
+        nobody can read, held."""
         top = module.split(".")[0]
         if not _installed(top):
             if top in self.written or None in self.written:  # a module the notebook writes to disk itself
-                self.add(f"导入了自己写到磁盘上的模块 {top}（看不到它的代码）", HoldKind.UNREADABLE)
+                self.add(f"{verb}自己写到磁盘上的模块 {top}（看不到它的代码）", HoldKind.UNREADABLE)
         else:
-            self.check_path(module, "导入了")
+            self.check_path(module, verb)
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
@@ -280,11 +284,9 @@ class _Reader(ast.NodeVisitor):
             self.add("用计算出来的名字调用了 IPython 魔法命令", HoldKind.UNREADABLE)
         elif magic in HELD_MAGICS:
             self.add(f"使用了魔法命令 %{magic}", HoldKind.UNREADABLE)
-        elif magic == "load_ext":  # an installed extension is package code; one the student wrote cannot be read
-            extension = (argument or "").strip()
-            installed = _installed(extension.split(".")[0]) or _installed(f"IPython.extensions.{extension}")
-            if not extension or not installed or _matches(extension, HOLD_PATHS):
-                self.add(f"使用了魔法命令 %load_ext {extension}", HoldKind.UNREADABLE)
+        elif magic == "load_ext":  # an extension is a module, loaded as an import loads it
+            if extension := (argument or "").strip():
+                self.imported(extension, "用 %load_ext 加载了")
         elif magic in SHELL_MAGICS:
             self.add(f"使用了魔法命令 %{magic}（shell 或写文件）", HoldKind.UNSANDBOXED)
         elif magic in ("time", "timeit", "capture", "prun") and len(node.args) > 2:
@@ -342,24 +344,52 @@ class _Reader(ast.NodeVisitor):
             self.add("检测是否正在评分（NBGRADER_EXECUTION）", None)
 
 
+def _called(func: ast.AST) -> str | None:
+    """The name a call calls: `join` for `os.path.join(...)`."""
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _module_stem(target: ast.AST) -> str | None:
+    """The module a written file's name makes (`helper.py`, `os.path.join(folder, "helper.py")` → "helper"), ""
+    for a name that is visibly no module (`f"{folder}/log.txt"`), None for a name computed at run time that may
+    be a module (`name`, `"hel" + "per.py"`)."""
+    whole = False  # whether `tail` is the file's whole name
+    if (tail := _literal_string(target)) is not None:
+        whole = True
+    elif isinstance(target, ast.JoinedStr) and target.values:
+        tail = _literal_string(target.values[-1])
+        whole = tail is not None and "/" in tail
+    elif isinstance(target, ast.BinOp) and isinstance(target.op, (ast.Add, ast.Div)):
+        tail, whole = _literal_string(target.right), isinstance(target.op, ast.Div)
+    elif isinstance(target, ast.Call) and target.args and _called(target.func) in ("join", "joinpath", "Path"):
+        tail, whole = _literal_string(target.args[-1]), True
+    if tail is None:
+        return None
+    if not tail.endswith(".py"):
+        return ""
+    name = tail[:-3].split("/")[-1]
+    return name if whole and name else None
+
+
 def written_modules(trees: Iterable[ast.AST]) -> set[str | None]:
-    """Stems of the .py files the code writes (`open("helper.py", "w")`, `%%writefile helper.py`); None in the
-    set when a file is written under a name computed at run time."""
+    """Stems of the .py files the code writes (`open("helper.py", "w")`, `Path("helper.py").write_text(...)`,
+    `%%writefile helper.py`); None in the set when a file that may be a module is written under a name computed
+    at run time."""
     stems: set[str | None] = set()
     for tree in trees:
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or not node.args:
+            if not isinstance(node, ast.Call):
                 continue
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-            target = _literal_string(node.args[0])
-            if name == "open":
+            func, name = node.func, _called(node.func)
+            if name == "open" and node.args:
                 mode = _literal_string(node.args[1]) if len(node.args) > 1 else next(
                     (_literal_string(k.value) for k in node.keywords if k.arg == "mode"), "r")
                 if mode is None or set(mode) & set("wax+"):
-                    stems.add(target[:-3].split("/")[-1] if target and target.endswith(".py") else
-                              None if target is None else "")
-            elif name == "run_cell_magic" and _literal_string(node.args[0]) == "writefile" and len(node.args) > 1:
+                    stems.add(_module_stem(node.args[0]))
+            elif name in ("write_text", "write_bytes") and isinstance(func, ast.Attribute):
+                stems.add(_module_stem(func.value))
+            elif name == "run_cell_magic" and node.args and _literal_string(node.args[0]) == "writefile" \
+                    and len(node.args) > 1:
                 line = (_literal_string(node.args[1]) or "").split()
                 stems.add(line[-1][:-3].split("/")[-1] if line and line[-1].endswith(".py") else "")
     return stems - {""}
