@@ -150,6 +150,10 @@ class SubmissionResult:
     timings: dict[str, float] = field(default_factory=dict)  # seconds of each step of execution: kernel start, student
     # cells, test cells, diagnosis (benchmarks/grading_speed.py's profile)
 
+    @property
+    def flags(self) -> list[str]:
+        return [str(h) for h in self.holds]
+
     def timed(self, step: str, seconds: float) -> None:
         self.timings[step] = self.timings.get(step, 0.0) + seconds
 
