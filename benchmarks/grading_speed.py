@@ -90,7 +90,12 @@ def main():
         t_open = timed(lambda: commands.grade_submissions(nbgrader_config(open_), pairs, jobs=args.jobs, warn=quiet))
 
         base = cell_scores(per_student, pairs)
-        same = all(base == cell_scores(c, pairs) for c in (per_assignment, ours, cold, open_))
+        differ = [(name, cell, base.get(cell), got.get(cell))
+                  for name, c in (("per assignment", per_assignment), ("sandboxed", ours), ("ordinary kernels", cold),
+                                  ("no sandbox", open_))
+                  for got in [cell_scores(c, pairs)] for cell in sorted(set(base) | set(got))
+                  if base.get(cell) != got.get(cell)]
+        same = not differ
         rows = [("nbgrader autograde, one call per submission (baseline)", t_student),
                 ("nbgrader autograde, one call per assignment", t_assignment),
                 (f"course path, ordinary kernels, no sandbox ({args.jobs} jobs)", t_cold),
@@ -102,6 +107,8 @@ def main():
         print(f"\nratio baseline / course path with isolation: {t_student / t_ours:.2f}x; "
               f"against one call per assignment: {t_assignment / t_ours:.2f}x")
         print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
+        for name, (aid, student, cell), want, got in differ:  # each cell that differs from the baseline
+            print(f"  {name}: {aid} {student} {cell}: {got} (baseline {want})")
         profile(root, tmp, quiet)
         return 0 if same else 1
 

@@ -410,3 +410,27 @@ def test_a_cell_whose_reply_never_comes_while_the_kernel_is_free_is_counted_and_
     nb, failed, result = _grade(tmp_path, LOST_REPLY, timeout=3, interrupt_grace=2)
     assert result.failure == "" and failed == {} and result.held == {"test_double"}
     assert any("单元格 double：内核的消息无法读取或缺失" in f and "shell 通道 1 条" in f for f in result.flags), result.flags
+
+
+@pytest.mark.slow  # a3 graded in an ordinary kernel
+def test_ordinary_kernels_grade_a_correct_answer_as_preloaded_ones_do(tmp_path):
+    """Where no preloading process can run (macOS, Windows, a zygote that failed to start), kernels are ordinary:
+    the notebook's import cell would then load torchvision's and NVML's libraries through ctypes after the watch
+    is installed, and every test that forbids something was held. The kernel imports them first, as the preloading
+    process does: a correct a3 answer keeps every point, with no hold."""
+    from attncourse.grading import commands
+    from attncourse.grading.authoring.variants import answered, load_catalog, source_notebook
+    from attncourse.grading.course import nbgrader_config
+
+    from conftest import auto_points, copy_course, course
+    root = copy_course(tmp_path / "course")
+    course(root, "release", "a3_gqa")
+    catalog = load_catalog(root, "a3_gqa")
+    rel = nbformat.read(root / "release" / "a3_gqa" / f"{catalog.NOTEBOOK}.ipynb", as_version=4)
+    (root / "submitted" / "s1" / "a3_gqa").mkdir(parents=True)
+    nbformat.write(answered(rel, source_notebook(root, "a3_gqa", catalog)),
+                   root / "submitted" / "s1" / "a3_gqa" / f"{catalog.NOTEBOOK}.ipynb")
+    [graded] = commands.grade_submissions(nbgrader_config(root), [("a3_gqa", "s1")], jobs=1, warn=lambda _: None,
+                                          preload=False)
+    assert graded.status == Status.GRADED and graded.holds == [], (graded.status, graded.flags)
+    assert graded.score + graded.pending == graded.max_score and graded.score == auto_points("a3_gqa"), graded

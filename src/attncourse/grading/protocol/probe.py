@@ -9,6 +9,7 @@ only reads plain data from the reply and decides every verdict itself.
 import builtins
 import copy
 import hmac
+import importlib
 import itertools
 import json
 import os
@@ -266,6 +267,8 @@ def op_start(chars: int, address: str, witness_key: str, watched: list[str]) -> 
     from IPython import get_ipython
     from zmq.eventloop.zmqstream import ZMQStream
     global _socket
+    for module in witness.IMPORTED_FIRST:  # a preloaded kernel has them; an ordinary one loads their libraries
+        importlib.import_module(module)   # here, not under the notebook's cells (ctypes.dlopen, as the watch sees it)
     witness.install(bytes.fromhex(witness_key), watched)
     _limit_output(chars)
     kernel = get_ipython().kernel

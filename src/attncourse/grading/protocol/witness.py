@@ -64,6 +64,10 @@ TAMPER = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "ctypes.dlop
           "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at"}
 CODE = {"object.__setattr__", "function.__new__", "code.__new__"}  # a function given other code, or code built
 CALL = "attncourse.call"  # the event a watched function raises first: (its token,)
+# What a kernel imports before the watch is installed (as the preloading process does, isolation/preload.py's
+# PRELOAD): importing them loads shared libraries through ctypes (torchvision's operators, NVML for d2l's GPU
+# count), which the watch would take for the student's code if the notebook's import cell did it afterwards.
+IMPORTED_FIRST = ("torch", "d2l.torch", "torch.nn.attention.flex_attention")
 PROCESS = {"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.system", "os.spawn", "subprocess.Popen"}
 SEP, ITEM, PAIR = "\x1e", "\x1f", "\x1d"  # fields, items and label/path of a command (split by str methods only)
 _installed: list[bool] = []
