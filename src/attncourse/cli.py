@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":  # its first line within a second: the imports below take several
         print("course grade：载入评分程序（nbgrader、torch）……", flush=True)
     from .grading.commands import ToolchainError
+    from .grading.gradebook_engines import share_engines
     from .grading.release.student_version import LeakError, ReleaseRefused
+    share_engines()
     try:
         return args.func(args) or 0
     except (ToolchainError, LeakError, ReleaseRefused, FileNotFoundError, ValueError) as exc:

@@ -24,6 +24,7 @@ from traitlets.config import Config
 from .. import records
 from ..course import Folders, coursedir, grading_dir, kernel_env
 from ..files import replace_dir
+from ..gradebook_engines import share_engines
 from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
@@ -168,6 +169,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
     what was graded by then is recorded.
     """
     cfg = grading_config(cfg)
+    share_engines()
     root = Path(cfg.CourseDirectory.root)
     workers = sandbox = None
     if cluster:
