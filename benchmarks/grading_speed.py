@@ -36,7 +36,8 @@ def scratch_course(root, parent, name, config=""):
     dest = copy_course_files(root, Path(parent) / name)
     (dest / "nbgrader_config.py").write_text((dest / "nbgrader_config.py").read_text() + config)
     aids = assignments(dest)
-    release.release_all(nbgrader_config(dest), dest, aids)
+    for aid in aids:  # as `course release` does: generated, checked and recorded
+        release.release(nbgrader_config(dest), dest, aid)
     demo.write_demo_class(dest, dest / "submitted", aids)
     for student in SKIP:
         shutil.rmtree(dest / "submitted" / student, ignore_errors=True)
