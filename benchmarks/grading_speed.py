@@ -6,10 +6,14 @@ All paths run in this one process's run, on identical scratch copies of the cour
 that can be graded (the crashing, looping and corrupt ones measure timeouts, not grading, and are left
 out). The course path runs with every kernel sandboxed (where bubblewrap works, else it says so), and
 for comparison with ordinary kernels and with preloaded kernels but no sandbox. Prints seconds per
-submission notebook for each path, their ratio to the baseline, and checks that every test cell got the
-same score on every path.
+submission notebook for each path, their ratio to the baseline and, for the course path, to what the same
+notebooks' own code costs run in this process (`own_code`), and checks that every test cell got the same score
+on every path.
 """
 import argparse
+import builtins
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -19,6 +23,8 @@ import time
 import warnings
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import nbformat
 from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
@@ -52,6 +58,37 @@ def cell_scores(course, pairs):
                 for g in nb.grades:
                     scores[(aid, student, g.cell.name)] = g.auto_score
     return scores
+
+
+def own_code(root, pairs):
+    """Seconds the demo class's notebooks' own code costs, no kernel and no grading: for each submission, its
+    assignment's source notebook (the solutions, every visible and hidden test) run top to bottom in this warm
+    process, with NBGRADER_EXECUTION set as in grading (experiments that train are skipped). Each notebook runs
+    once before it is timed."""
+    def run(path):
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        with contextlib.redirect_stdout(io.StringIO()):
+            start = time.perf_counter()
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type == "code":
+                    exec(compile(cell.source, str(path), "exec"), namespace)  # noqa: S102 - the instructor's code
+            seconds = time.perf_counter() - start
+        plt.close("all")
+        return seconds
+
+    plt.switch_backend("Agg")  # the notebooks' own figures, drawn off screen
+    saved = os.environ.get("NBGRADER_EXECUTION")
+    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        notebooks = {aid: next((root / "source" / aid).glob("*.ipynb")) for aid in {a for a, _ in pairs}}
+        for path in notebooks.values():
+            run(path)
+        return sum(run(notebooks[aid]) for aid, _ in pairs)
+    finally:
+        if saved is None:
+            os.environ.pop("NBGRADER_EXECUTION")
+        else:
+            os.environ["NBGRADER_EXECUTION"] = saved
 
 
 def timed(fn):
@@ -97,6 +134,7 @@ def main():
                   for got in [cell_scores(c, pairs)] for cell in sorted(set(base) | set(got))
                   if base.get(cell) != got.get(cell)]
         same = not differ
+        t_own = own_code(root, pairs)
         rows = [("nbgrader autograde, one call per submission (baseline)", t_student),
                 ("nbgrader autograde, one call per assignment", t_assignment),
                 (f"course path, ordinary kernels, no sandbox ({args.jobs} jobs)", t_cold),
@@ -105,8 +143,11 @@ def main():
         print(f"\n{'path':58s} {'s/notebook':>10s} {'speed-up':>9s}")
         for name, seconds in rows:
             print(f"{name:58s} {seconds / n:10.2f} {t_student / seconds:8.2f}x")
+        own = "the notebooks' own code, in this process (no kernel, no grading)"
+        print(f"{own:58s} {t_own / n:10.2f}")
         print(f"\nratio baseline / course path with isolation: {t_student / t_ours:.2f}x; "
               f"against one call per assignment: {t_assignment / t_ours:.2f}x")
+        print(f"course path with isolation / the notebooks' own code: {t_ours / t_own:.2f}x")
         print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
         for name, (aid, student, cell), want, got in differ:  # each cell that differs from the baseline
             print(f"  {name}: {aid} {student} {cell}: {got} (baseline {want})")

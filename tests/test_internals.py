@@ -56,6 +56,11 @@ INTERNALS = [
     ("jupyter_client.manager:KernelManager._async_launch_kernel",
      "grading/isolation/preload.py returns the connection info with the kernel's socket path", "MANAGER_LAUNCH"),
     ("ipykernel.kernelapp:IPKernelApp.initialize", "grading/isolation/preload.py starts a forked kernel with it", "KERNELAPP"),
+    ("nbgrader.api:Gradebook.__init__",
+     "grading/gradebook_engines.py: each Gradebook gets its engine from nbgrader.api's `create_engine`", "GB_INIT"),
+    ("nbgrader.api:Gradebook.close",
+     "grading/gradebook_engines.py: closing a Gradebook disposes of its engine's pool (no connection outlives it)",
+     "GB_CLOSE"),
     ("nbgrader.converters.base:BaseConverter.init_single_notebook_resources",
      "grading/run/autograde.py CourseAutograde adds the SubmissionResult to the resources it returns", "RESOURCES"),
     ("jupyter_client.provisioning.factory:KernelProvisionerFactory.create_provisioner_instance",
@@ -183,6 +188,8 @@ FINGERPRINTS = {
     "FX_TRACE": "cc491db3f61442aa",
     "JIT_IGNORED": "f261b5b9e8efcb3a",
     "RESOURCES": "fb0abcdb270601c6",
+    "GB_INIT": "c60c420276e8355e",
+    "GB_CLOSE": "089cf56cf4f8a224",
     "FACTORY_CREATE": "8c83b9e92073e9e6",
     "FACTORY_AVAILABLE": "3e43d00e7032801b",
     "FACTORY_CONFIG": "dfeb755b98776ccc",
@@ -377,3 +384,18 @@ def test_the_witness_finds_the_sdpa_kernels_it_replaces():
                       ("aten::_native_multi_head_attention", "CPU")):
         assert name in names and torch._C._dispatch_has_kernel_for_dispatch_key(name, key), (name, key)
     assert callable(torch._C._dispatch_library) and torch.backends.mha.get_fastpath_enabled() in (True, False)
+
+
+def test_gradebooks_of_one_database_share_an_engine_and_see_a_replaced_file(tmp_path):
+    from nbgrader.api import Gradebook
+
+    from attncourse.grading.gradebook_engines import share_engines
+    share_engines()
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gb:
+        gb.add_student("s1")
+        first = gb.engine
+    (tmp_path / "gradebook.db").unlink()  # replaced on disk: a new Gradebook reads the new file
+    with Gradebook(url) as gb:
+        assert gb.engine is first
+        assert [s.id for s in gb.students] == []

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "src" / "attncourse"
 # Rank of each part of attncourse.grading: a module may import only modules of its own rank or lower.
 RANKS = {"shared": 0, "release": 1, "intake": 2, "isolation": 3, "protocol": 4, "run": 5, "publish": 6,
          "commands": 7, "authoring": 8}
-SHARED = {"model", "cells", "catalogs", "deck_code", "syntax", "course", "records", "files", "logs", "safe_html", "text",
+SHARED = {"model", "cells", "catalogs", "deck_code", "syntax", "course", "records", "gradebook_engines", "files", "logs", "safe_html", "text",
           "review_banner"}
 
 

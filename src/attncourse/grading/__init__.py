@@ -12,7 +12,8 @@
 Modules at this level are shared by every stage: `model` (outcomes and statuses), `cells` (nbgrader's cell facts),
 `catalogs` (a unit's catalog of mistakes, its format), `deck_code` (the code a deck teaches, for catalogs),
 `syntax` (reading code), `course` (the course folder's names and nbgrader's config), `records` (what grading keeps
-between runs, and its one writer: grades, holds, review decisions), `safe_html` (student markup made inert), `text`
+between runs, and its one writer: grades, holds, review decisions), `gradebook_engines` (one database engine per
+gradebook, shared by nbgrader's Gradebooks), `safe_html` (student markup made inert), `text`
 (student text made safe for a terminal, CSV or markdown), `files` and `logs`. `commands` runs the stages as the
 `course` commands; it comes after publish/ and before authoring/, whose demo course runs those commands.
 

@@ -28,4 +28,4 @@ def _shared_engine(url: str, **options: Any) -> Engine:
 
 def share_engines() -> None:
     """From now on in this process, nbgrader's gradebooks of one database share one engine."""
-    nbgrader.api.create_engine = _shared_engine  # type: ignore[attr-defined]  # nbgrader has no type information
+    nbgrader.api.create_engine = _shared_engine

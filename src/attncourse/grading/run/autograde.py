@@ -8,6 +8,7 @@ grades that submission again. An unchanged submission with a record keeps its gr
 import copy
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +35,11 @@ from ..records import Record
 from . import ta_view
 from .cluster import Cluster, Workers
 from .execution import RESULT, TURN, WORKERS, CourseExecute
+
+# Seconds a thread runs Python before another may (CPython's default is 0.005). A grading thread waits on its
+# kernel hundreds of times per notebook (a request through the probe's socket for each call into the student's
+# code); when its reply comes while another thread runs Python, it waits for the interpreter lock up to this long.
+SWITCH_INTERVAL = 0.0005
 
 
 class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type information
@@ -180,8 +186,9 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
     work = grading_dir(root)
     work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=work, prefix="run-"))
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_env, saved_cwd, saved_switch = dict(os.environ), os.getcwd(), sys.getswitchinterval()
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
+    sys.setswitchinterval(SWITCH_INTERVAL)
     results = {}
     try:
         with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload and not cluster else nullcontext(), \
@@ -200,6 +207,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
                 results[key] = outcome
                 progress(done, len(intakes), outcome)
     finally:  # nbgrader's converters chdir to the course root, from several threads
+        sys.setswitchinterval(saved_switch)
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)

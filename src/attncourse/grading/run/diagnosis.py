@@ -118,9 +118,10 @@ class Unit:
     def _run(self, variant: dict[str, Any], test: str) -> tuple[bool, list[Any]]:
         key = (variant["id"], test)
         if key not in self._runs:
-            with RANDOM.alone():
-                nb = with_code(self.source, variant.get("cells"), variant.get("edits"))
-                self._runs[key] = run_test(nb, test)
+            with RANDOM.alone():  # one run at a time: another thread's may have just made this one
+                if key not in self._runs:
+                    nb = with_code(self.source, variant.get("cells"), variant.get("edits"))
+                    self._runs[key] = run_test(nb, test)
         return self._runs[key]
 
 

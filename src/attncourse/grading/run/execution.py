@@ -5,8 +5,8 @@ printed, which student code can arrange. Here a test cell never reaches the kern
 from the gradebook and run by `trusted.run_test_cell` in this process, with the student's names as proxies.
 The verdict becomes the cell's output (nothing, or one error), so nbgrader's own SaveAutoGrades scores it.
 
-nbgrader's bookkeeping (gradebook, files) runs one thread at a time (`TURN`); only the execution, which is
-where the time goes, runs concurrently. A kernel that dies or ignores the interrupt after a timeout ends the
+nbgrader's bookkeeping (gradebook, files) runs one thread at a time (`TURN`); only the execution and the
+diagnosis of its failed tests, which is where the time goes, run concurrently. A kernel that dies or ignores the interrupt after a timeout ends the
 submission with a reason (in the submission's `SubmissionResult`) the report can show.
 
 Student code can write to the kernel's own sockets. A message the grader cannot read (malformed, unsigned or
@@ -192,14 +192,14 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
                                                                              info["assignment"]).is_file():
             self.result.notes.append(diagnosis.UNAVAILABLE)
         workers = resources.get(WORKERS)
-        with TURN.lent():
+        with TURN.lent():  # the execution, and the diagnosis of what it failed, while others keep their books
             if workers is None:
                 nb, failed = self.run(nb, resources, instructor, self.result, km)
             else:
                 nb, failed = workers.run(nb, resources, instructor, self.result)
-        start = time.perf_counter()
-        self.diagnose(nb, failed, diagnoser)
-        self.result.timed("diagnosis", time.perf_counter() - start)
+            start = time.perf_counter()
+            self.diagnose(nb, failed, diagnoser)
+            self.result.timed("diagnosis", time.perf_counter() - start)
         return nb, resources
 
     def run(self, nb: NotebookNode, resources: dict[str, Any], instructor: Instructor, result: SubmissionResult,
