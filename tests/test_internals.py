@@ -56,6 +56,15 @@ INTERNALS = [
     ("jupyter_client.manager:KernelManager._async_launch_kernel",
      "grading/isolation/preload.py returns the connection info with the kernel's socket path", "MANAGER_LAUNCH"),
     ("ipykernel.kernelapp:IPKernelApp.initialize", "grading/isolation/preload.py starts a forked kernel with it", "KERNELAPP"),
+    ("nbgrader.preprocessors.checkcellmetadata:CheckCellMetadata.preprocess",
+     "grading/run/autograde.py CourseCheckCellMetadata does this with a validator that skips cells seen before",
+     "CHECK_META"),
+    ("nbgrader.nbgraderformat.common:BaseMetadataValidator.validate_cell",
+     "grading/run/autograde.py _SeenMetadataValidator: a cell's check reads its type and nbgrader metadata only",
+     "META_BASE"),
+    ("nbgrader.nbgraderformat.v3:MetadataValidatorV3.validate_cell",
+     "grading/run/autograde.py _SeenMetadataValidator: a cell's check reads its type and nbgrader metadata only "
+     "(its source only for messages)", "META_V3"),
     ("nbgrader.api:Gradebook.__init__",
      "grading/gradebook_engines.py: each Gradebook gets its engine from nbgrader.api's `create_engine`", "GB_INIT"),
     ("nbgrader.api:Gradebook.close",
@@ -189,6 +198,9 @@ FINGERPRINTS = {
     "JIT_IGNORED": "f261b5b9e8efcb3a",
     "RESOURCES": "fb0abcdb270601c6",
     "GB_INIT": "c60c420276e8355e",
+    "CHECK_META": "f8dfe8c496d03e52",
+    "META_BASE": "e5f97f45a9aba510",
+    "META_V3": "53eb5b8ac9370fed",
     "GB_CLOSE": "089cf56cf4f8a224",
     "FACTORY_CREATE": "8c83b9e92073e9e6",
     "FACTORY_AVAILABLE": "3e43d00e7032801b",
@@ -324,24 +336,39 @@ def test_the_formgrader_files_the_course_copies_or_wraps_are_unchanged(path):
 
 
 def test_autograde_runs_nbgraders_execute_step():
-    """grading/run/autograde.py replaces the `Execute` class in Autograde's default steps by CourseExecute, and
-    `OverwriteCells` in its sanitizing steps by CourseOverwriteCells."""
+    """grading/run/autograde.py replaces, in Autograde's default steps, `Execute` by CourseExecute, `OverwriteCells`
+    by CourseOverwriteCells and `CheckCellMetadata` by CourseCheckCellMetadata, and nothing else."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute, OverwriteCells
+    from nbgrader.preprocessors import CheckCellMetadata, Execute, OverwriteCells
 
     from attncourse.grading.course import nbgrader_config
-    from attncourse.grading.run.autograde import CourseOverwriteCells, grading_config
+    from attncourse.grading.run.autograde import CourseCheckCellMetadata, CourseOverwriteCells, grading_config
     from attncourse.grading.run.execution import CourseExecute
 
     from conftest import ROOT
-    steps = Autograde.class_traits()["autograde_preprocessors"].default()
-    assert steps.count(Execute) == 1, f"Autograde's default steps changed: {steps}; review grading_config"
-    replaced = grading_config(nbgrader_config(ROOT)).Autograde.autograde_preprocessors
-    assert replaced == [CourseExecute if step is Execute else step for step in steps]
-    steps = Autograde.class_traits()["sanitize_preprocessors"].default()
-    assert steps.count(OverwriteCells) == 1, f"Autograde's sanitizing steps changed: {steps}; review grading_config"
-    replaced = grading_config(nbgrader_config(ROOT)).Autograde.sanitize_preprocessors
-    assert replaced == [CourseOverwriteCells if step is OverwriteCells else step for step in steps]
+    ours = {Execute: CourseExecute, OverwriteCells: CourseOverwriteCells, CheckCellMetadata: CourseCheckCellMetadata}
+    config = grading_config(nbgrader_config(ROOT))
+    for name, replaced in (("autograde_preprocessors", Execute), ("sanitize_preprocessors", OverwriteCells)):
+        steps = Autograde.class_traits()[name].default()
+        assert steps.count(replaced) == 1 and steps.count(CheckCellMetadata) == 1, (
+            f"Autograde's {name} changed: {steps}; review grading_config")
+        assert config.Autograde[name] == [ours.get(step, step) for step in steps]
+
+
+def test_the_metadata_check_still_refuses_a_corrupted_cell_it_has_seen_valid():
+    """CourseCheckCellMetadata skips a cell whose type and metadata passed before, and checks any other."""
+    import nbformat
+    from nbgrader.nbgraderformat import ValidationError
+
+    from attncourse.grading.run.autograde import CourseCheckCellMetadata
+    meta = {"grade": True, "solution": False, "locked": True, "points": 2, "grade_id": "t1", "schema_version": 3}
+    cell = nbformat.v4.new_code_cell("assert True", metadata={"nbgrader": meta})
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    CourseCheckCellMetadata().preprocess(nb, {})
+    CourseCheckCellMetadata().preprocess(nb, {})  # seen: skipped
+    del cell.metadata.nbgrader["points"]
+    with pytest.raises(ValidationError):
+        CourseCheckCellMetadata().preprocess(nb, {})
 
 
 def test_formgrader_gives_nbconverts_mathjax_macro_the_courses_copy():

@@ -190,6 +190,22 @@ class Remote:
         return f"<学生代码中的 {self._info['type']}>"
 
 
+@functools.lru_cache(maxsize=1024)
+def forbidden_names(source: str) -> tuple[str, ...]:
+    """The names test cell `source` forbids: the string literals its `forbid(…)` calls give after the first
+    argument (a test cell is the same for every student: it is parsed once)."""
+    tree = syntax.python_source(source)
+    names: list[str] = []
+    for node in ast.walk(tree) if tree is not None else ():
+        function = node.func if isinstance(node, ast.Call) else None
+        if (isinstance(function, ast.Name) and function.id == "forbid"
+                or isinstance(function, ast.Attribute) and function.attr == "forbid"):
+            assert isinstance(node, ast.Call)
+            names.extend(arg.value for arg in node.args[1:] if isinstance(arg, ast.Constant)
+                         and isinstance(arg.value, str) and not arg.value.endswith("="))
+    return tuple(names)
+
+
 class Session:
     """One notebook's connection to its kernel, used by the test cells while they run."""
 
@@ -354,17 +370,8 @@ class Session:
     def watched_paths(self, sources: Iterable[str]) -> list[str]:
         """The paths of every function the test cells in `sources` may forbid (the names their `forbid(…)` calls
         give as string literals): the kernel's witness puts a report first in each when it starts (witness.py)."""
-        found: set[str] = set()
-        for source in sources:
-            tree = syntax.python_source(source)
-            for node in ast.walk(tree) if tree is not None else ():
-                function = node.func if isinstance(node, ast.Call) else None
-                if (isinstance(function, ast.Name) and function.id == "forbid"
-                        or isinstance(function, ast.Attribute) and function.attr == "forbid"):
-                    assert isinstance(node, ast.Call)
-                    found.update(path for arg in node.args[1:] if isinstance(arg, ast.Constant)
-                                 and isinstance(arg.value, str) and not arg.value.endswith("=")
-                                 for path in self._paths(arg.value) if path != witness.SDPA)
+        found = {path for source in sources for name in forbidden_names(source)
+                 for path in self._paths(name) if path != witness.SDPA}
         self.watched = found
         return sorted(found)
 

@@ -6,11 +6,13 @@ of a submission flagged for review, and only then move the result into the autog
 grades that submission again. An unchanged submission with a record keeps its grade (and its manual grades).
 """
 import copy
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import nullcontext
@@ -19,7 +21,8 @@ from typing import Any
 
 from nbformat import NotebookNode
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
+from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, OverwriteCells
 from traitlets.config import Config
 
 from .. import records
@@ -93,14 +96,45 @@ class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader ha
         super().report_change(name, attr, old, new)
 
 
+class _SeenMetadataValidator(MetadataValidator):  # type: ignore[misc]  # nbgrader has no type information
+    """nbgrader's metadata check of a cell, once for each distinct cell type and nbgrader metadata: jsonschema
+    checks the schema itself again on each call (0.03 s of the grader's time per notebook), and nbgrader's
+    checks read nothing else of the cell but its source, for their messages. The instructor's cells are the same
+    in every submission."""
+
+    passed: set[tuple[str, str]] = set()
+
+    def validate_cell(self, cell: NotebookNode) -> None:
+        if "nbgrader" not in cell.metadata:
+            return
+        key = (cell.cell_type, json.dumps(cell.metadata.nbgrader, sort_keys=True, default=str))
+        if key not in self.passed:
+            super().validate_cell(cell)
+            self.passed.add(key)
+
+
+class CourseCheckCellMetadata(CheckCellMetadata):  # type: ignore[misc]  # nbgrader has no type information
+    """nbgrader's CheckCellMetadata with `_SeenMetadataValidator`; the same error and log."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        try:
+            _SeenMetadataValidator().validate_nb(nb)
+        except ValidationError:
+            self.log.error(traceback.format_exc())
+            msg = "Notebook failed to validate; the nbgrader metadata may be corrupted."
+            self.log.error(msg)
+            raise ValidationError(msg) from None
+        return nb, resources
+
+
 def grading_config(cfg: Config) -> Config:
     """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`), naming
     likely mistakes from the course's catalogs."""
     cfg = copy.deepcopy(cfg)
-    steps = Autograde.class_traits()["autograde_preprocessors"].default()
-    cfg.Autograde.autograde_preprocessors = [CourseExecute if step is Execute else step for step in steps]
-    steps = Autograde.class_traits()["sanitize_preprocessors"].default()
-    cfg.Autograde.sanitize_preprocessors = [CourseOverwriteCells if step is OverwriteCells else step for step in steps]
+    ours = {Execute: CourseExecute, OverwriteCells: CourseOverwriteCells, CheckCellMetadata: CourseCheckCellMetadata}
+    for steps in ("autograde_preprocessors", "sanitize_preprocessors"):
+        cfg.Autograde[steps] = [ours.get(step, step) for step in Autograde.class_traits()[steps].default()]
+    cfg.NotebookExporter.optimistic_validation = True  # the notebook is validated once, not after each step
     cfg.CourseExecute.course_root = str(Path(cfg.CourseDirectory.root).resolve())
     return cfg
 
