@@ -122,10 +122,14 @@ def main():
                                    for a, s in pairs])
         t_assignment = timed(lambda: [run([nbgrader, "autograde", a, "--force"], per_assignment)
                                       for a in sorted({a for a, _ in pairs})])
-        t_ours = timed(lambda: commands.grade_submissions(nbgrader_config(ours), pairs, jobs=args.jobs, warn=quiet))
+        graded = []  # the sandboxed path's outcomes, for its feedback
+        t_ours = timed(lambda: graded.extend(commands.grade_submissions(nbgrader_config(ours), pairs, jobs=args.jobs,
+                                                                        warn=quiet)))
         t_cold = timed(lambda: commands.grade_submissions(nbgrader_config(cold), pairs, jobs=args.jobs, warn=quiet,
                                                      preload=False))
         t_open = timed(lambda: commands.grade_submissions(nbgrader_config(open_), pairs, jobs=args.jobs, warn=quiet))
+        t_feedback = timed(lambda: feedback.publish(nbgrader_config(ours), ours, graded, say=quiet))
+        pages = len(list((ours / "feedback").rglob("*.html")))
 
         base = cell_scores(per_student, pairs)
         differ = [(name, cell, base.get(cell), got.get(cell))
@@ -148,6 +152,7 @@ def main():
         print(f"\nratio baseline / course path with isolation: {t_student / t_ours:.2f}x; "
               f"against one call per assignment: {t_assignment / t_ours:.2f}x")
         print(f"course path with isolation / the notebooks' own code: {t_ours / t_own:.2f}x")
+        print(f"feedback pages: {t_feedback / pages:.3f} s/page ({pages} pages of the sandboxed course path's class)")
         print(f"identical grades in every test cell: {'yes' if same else 'NO'}")
         for name, (aid, student, cell), want, got in differ:  # each cell that differs from the baseline
             print(f"  {name}: {aid} {student} {cell}: {got} (baseline {want})")

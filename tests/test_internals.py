@@ -81,9 +81,30 @@ INTERNALS = [
     ("jupyter_client.provisioning.factory:KernelProvisionerFactory._get_provisioner_config",
      "grading/isolation/preload.py: kernels without a provisioner in their spec get default_provisioner_name",
      "FACTORY_CONFIG"),
-    ("nbgrader.preprocessors.getgrades:GetGrades._get_score",
-     "grading/publish/feedback.py GetGradesAndWaits extends it and relies on self.gradebook and the submission ids",
-     "GET_SCORE"),
+    ("nbgrader.preprocessors.getgrades:GetGrades",
+     "grading/publish/feedback.py GetGradesAndWaits: preprocess_cell calls _get_comment and _get_score, which it "
+     "replaces (a notebook's grades and comments read in a query each), and its preprocess is GetGrades.preprocess "
+     "in a gradebook session open already", "GET_GRADES"),
+    ("nbgrader.converters.base:BaseConverter.start",
+     "grading/publish/feedback.py CourseFeedback.start is this without making a new writer and exporter (made once "
+     "for every page of a run)", "CONVERTER_START"),
+    ("nbconvert.exporters.html:HTMLExporter.from_notebook_node",
+     "grading/publish/feedback.py FeedbackExporter.from_notebook_node is this without its BeautifulSoup pass: "
+     "with_alt_text gives images the same alt text, and the course's template has none of the elements it makes "
+     "focusable (tests/test_publish.py compares the pages)", "HTML_EXPORT"),
+    ("nbconvert.exporters.exporter:Exporter._preprocess",
+     "grading/publish/feedback.py: the resources are deep-copied before the preprocessors run (feedback.Shared "
+     "hands the gradebook session on as it is); optimistic_validation validates once, after the last",
+     "EXPORT_PREPROCESS"),
+    ("nbconvert.filters.highlight:Highlight2HTML.__call__",
+     "grading/publish/feedback.py CachedHighlight: the highlighted code depends on the source, the language and "
+     "the cell's magics_language only", "HIGHLIGHT"),
+    ("nbconvert.filters.highlight:_pygments_highlight",
+     "grading/publish/feedback.py CachedHighlight: of the cell's metadata, only magics_language is read",
+     "PYGMENTS_HIGHLIGHT"),
+    ("nbconvert.preprocessors.sanitize:SanitizeHTML.sanitize_html_tags",
+     "grading/publish/feedback.py SafeHTML caches it: its result depends on the text and the preprocessor's "
+     "settings only", "SANITIZE_TAGS"),
     ("ipykernel.kernelbase:Kernel.pre_handler_hook",
      "grading/protocol/probe.py _answer: SIGINT raises KeyboardInterrupt while a request is served", "PRE_HANDLER"),
     ("ipykernel.kernelbase:Kernel.post_handler_hook",
@@ -205,7 +226,13 @@ FINGERPRINTS = {
     "FACTORY_CREATE": "8c83b9e92073e9e6",
     "FACTORY_AVAILABLE": "3e43d00e7032801b",
     "FACTORY_CONFIG": "dfeb755b98776ccc",
-    "GET_SCORE": "5c26775a7cad81d9",
+    "GET_GRADES": "8a8a0b0dcb855822",
+    "CONVERTER_START": "10d6830579cdca63",
+    "HTML_EXPORT": "3dccafff45cc4e74",
+    "EXPORT_PREPROCESS": "5aea00c54a8a1a00",
+    "HIGHLIGHT": "576b5d79815a7147",
+    "PYGMENTS_HIGHLIGHT": "fef49f1191720c07",
+    "SANITIZE_TAGS": "1874d61346e90866",
     "CONVERT": "d46973a12f2e4e75",
     "INIT_ASSIGNMENT": "a7c144dc746ec205",
     "BASE_INIT": "bcfda8a38bd24281",

@@ -1,19 +1,24 @@
 """What people read, from a small course built in the test (a released assignment, a gradebook, autograded
 notebooks written directly, no kernel): the LMS export, the grades CSV and report, and the feedback pages."""
+import copy
 import csv
 import re
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_output
+from bs4 import BeautifulSoup
+from nbconvert.exporters import HTMLExporter
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 from nbgrader.api import Gradebook
+from nbgrader.converters import GenerateFeedback
 
+from attncourse.grading.course import coursedir
 from attncourse.grading.model import Hold, HoldKind, Status
 from attncourse.grading.publish import feedback, report
 from attncourse.grading.publish.export import LMSExport
-from attncourse.grading.records import Record, hold, read_record, write_record
+from attncourse.grading.records import Record, class_outcomes, decide, hold, read_record, write_record
 
-from conftest import HIDDEN_LINE, STUDENTS, small_course
+from conftest import HIDDEN_LINE, SOCKET, STUDENTS, small_course
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +103,62 @@ def test_feedback_pages(course):
     for sid, words in (("2023000004", "评分失败"), ("2023000005", "未提交"), ("2023000006", "未能收取")):
         page = (root / "feedback" / sid / "a" / "work.html").read_text(encoding="utf-8")
         assert words in page and "0 分" in page and "得分" not in page, sid
+
+
+class NbconvertsPages(feedback.FeedbackExporter):
+    """The course's exporter with nbconvert's own HTMLExporter.from_notebook_node (its BeautifulSoup pass over the
+    page) and validation after each preprocessor: the pages `course feedback` made before it kept one exporter."""
+    from_notebook_node = HTMLExporter.from_notebook_node
+
+
+def _nbgraders_pages(cfg, outcome, out):
+    """nbgrader's GenerateFeedback for one student with the course's settings, as `nbgrader generate_feedback`
+    makes pages: a converter (an exporter, a gradebook session) of its own."""
+    cfg = copy.deepcopy(cfg)
+    cfg.GenerateFeedback.exporter_class = NbconvertsPages
+    cfg.NbconvertsPages.optimistic_validation = False
+    cd = coursedir(cfg, outcome.assignment, outcome.student)
+    cd.feedback_directory = str(out)
+    converter = GenerateFeedback(coursedir=cd, config=cfg)
+    converter.force = True
+    converter.start()
+    return {p.name: p.read_text(encoding="utf-8") for p in (out / outcome.student / outcome.assignment).glob("*.html")}
+
+
+def test_feedback_pages_are_nbgraders_pages_as_nbconvert_writes_them(tmp_path):
+    """`course feedback` makes every page with one exporter and one gradebook session, and leaves out nbconvert's
+    pass that parses each page with BeautifulSoup and writes it out again. Each graded page (full marks with a
+    grader's comment and images, a failed test, held, rejected) is nbgrader's own page for the student, as that
+    pass writes it: the same elements, attributes and text, and nbconvert's alt text on each image without one."""
+    from attncourse.grading.cells import SHOWN_RUN
+    (tmp_path / "course").mkdir()
+    root, cfg, _ = small_course(tmp_path / "course")
+    db = cfg.CourseDirectory.db_url
+    write_record(root, "a", "2023000002", Record(Status.GRADED, holds=[SOCKET], held=hold(db, "a", "2023000002", None)))
+    decide(db, root, "a", "2023000002", False, "王助教", "读取了评分程序的数据")
+    with Gradebook(db) as gb:
+        gb.find_comment("why", "work", "a", "2023000001").manual_comment = "写得**好**"
+        gb.db.commit()
+    path = root / "autograded" / "2023000001" / "a" / "work.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    png = "iVBORw0KGgo="
+    nb.cells += [
+        new_markdown_cell(f'![图 1](a.png) <img src="b.png"> <IMG SRC="data:image/png;base64,{png}" title="1>0"/>'),
+        new_code_cell("plot()", metadata={SHOWN_RUN: "student"}, outputs=[
+            new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"}),
+            new_output("display_data", data={"image/png": png}, metadata={"image/png": {"alt": "热图", "width": 40}}),
+            new_output("display_data", data={"text/html": '<img src="c.png" title="alt=x"><img alt="" src="d.png">'})])]
+    nbformat.write(nb, path)
+    with Gradebook(db) as gb:
+        outcomes = [o for o in class_outcomes(gb, root, ["a"], []) if o.status.has_score]
+    assert sorted(o.status for o in outcomes) == sorted([Status.GRADED, Status.REJECTED, Status.HELD])
+    assert feedback.publish(cfg, root, outcomes, say=lambda _: None) == 3
+    for o in outcomes:
+        for name, theirs in _nbgraders_pages(cfg, o, tmp_path / "nbgrader").items():
+            ours = (root / "feedback" / o.student / o.assignment / name).read_text(encoding="utf-8")
+            assert str(BeautifulSoup(ours, "html.parser")) == theirs, o.student
+    page = (root / "feedback" / "2023000001" / "a" / "work.html").read_text(encoding="utf-8")
+    assert page.count(f'alt="{feedback.NO_ALT}"') == 4 and 'alt="热图"' in page and "写得<strong>好</strong>" in page
 
 
 def test_feedback_shows_the_students_own_run_and_never_the_graders(course):

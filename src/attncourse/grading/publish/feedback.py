@@ -11,21 +11,27 @@ run of a student's code, which received the grader's reference code, is never sh
 what it checks (its docstring, which the student version shows) and the verdict's own message (no source, no
 traceback). A test's message formats values, never a string the student's code returned (AUTHORING.md).
 """
-import copy
+import contextlib
+import functools
 import html
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from nbconvert.exporters import HTMLExporter
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbconvert.writers.files import FilesWriter
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
+from nbgrader.api import Gradebook
 from nbgrader.converters import GenerateFeedback
 from nbgrader.preprocessors import GetGrades
 from traitlets import Bool, Integer
@@ -42,6 +48,9 @@ TIMEOUT_NAMES = {"CellTimeoutError", "KeyboardInterrupt"}
 MAX_PAGE_BYTES = 1 << 20  # a published page; one over it is made again showing less of the notebook's own cells
 TEMPLATES = [str(Path(__file__).resolve().parents[2] / "templates")]  # holds course_feedback/
 MATHJAX = "mathjax-tex-svg.js"  # MathJax 3's single-file build, linked beside each published page
+# what `course feedback` hands the preprocessors in a page's resources: its gradebook session, and how many
+# characters of the cells other than tests the page shows (HideTestSource.shown_chars, less for a page too big)
+GRADEBOOK, SHOWN_CHARS = "course_gradebook", "course_shown_chars"
 
 
 def verdict(outputs: list[NotebookNode]) -> tuple[bool, str]:
@@ -78,7 +87,84 @@ def _message_line(line: str) -> str:
 
 class FeedbackExporter(HTMLExporter):
     """The feedback pages' exporter (`c.GenerateFeedback.exporter_class`), configured as `c.FeedbackExporter`
-    with the course's Chinese template: only feedback uses it, formgrader keeps nbgrader's own templates."""
+    with the course's Chinese template: only feedback uses it, formgrader keeps nbgrader's own templates.
+    `course feedback` uses one for all its pages: each distinct cell's code is highlighted once."""
+
+    optimistic_validation = Bool(True, help="Validate the notebook once, after the last preprocessor, not after "
+                                            "each (nbconvert's default)").tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # mypy #16653: as in HideTestSource
+        self.highlighters: dict[str | None, CachedHighlight] = {}
+
+    def from_notebook_node(self, nb: NotebookNode, resources: dict[str, Any] | None = None,  # type: ignore[override]
+                           **kw: Any) -> tuple[str, dict[str, Any]]:  # a page, as HTMLExporter's own
+        """HTMLExporter's, but code is highlighted by a `CachedHighlight` kept for the exporter's life, and the page
+        is not parsed with BeautifulSoup and written out again. HTMLExporter does that to give images without
+        alt text nbconvert's words (`with_alt_text` does it here) and to make elements of JupyterLab's template
+        focusable (the course's template, after the classic one, has none of them). The page is the one that
+        pass writes, spelled as the template wrote it (tests/test_publish.py compares them)."""
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        if lexer not in self.highlighters:
+            self.highlighters[lexer] = CachedHighlight(pygments_lexer=lexer, parent=self)
+        highlight_code = self.filters.get("highlight_code", self.highlighters[lexer])
+        # mypy #16653 (as in HideTestSource) for the calls of nbconvert's methods below
+        resources = self._init_resources(resources)  # type: ignore[no-untyped-call]
+        filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
+                                                 resources=resources)
+        self.register_filter("highlight_code", highlight_code)  # type: ignore[no-untyped-call]
+        self.register_filter("filter_data_type", filter_data_type)  # type: ignore[no-untyped-call]
+        page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        return with_alt_text(page), resources
+
+
+class CachedHighlight(Highlight2HTML):
+    """nbconvert's highlighting of a cell's code, done once for each distinct cell (the instructor's cells are
+    the same for every student). Of the cell's metadata, nbconvert reads `magics_language` only."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # mypy #16653: as in HideTestSource
+        self.highlight = functools.lru_cache(maxsize=256)(self._highlight)
+
+    def __call__(self, source: str, language: str | None = None, metadata: dict[str, Any] | None = None) -> str:
+        return self.highlight(source, language, (metadata or {}).get("magics_language"))
+
+    def _highlight(self, source: str, language: str | None, magics_language: str | None) -> str:
+        metadata = {"magics_language": magics_language} if magics_language is not None else None
+        highlighted: str = super().__call__(source, language, metadata)  # type: ignore[no-untyped-call]  # mypy #16653
+        return highlighted
+
+
+NO_ALT = "No description has been provided for this image"  # nbconvert's alt text
+# an <img> start tag as html.parser reads it, whose quoted attribute values may hold ">" (the sanitizer, the
+# markdown renderer and the templates quote every attribute value)
+IMG_TAG = re.compile(r"""<img(?=[\t\n\r\f />])(?:"[^"]*"|'[^']*'|[^'">])*>""", re.IGNORECASE)
+
+
+class _StartTag(HTMLParser):
+    """The attribute names of one start tag, as html.parser (the parser of nbconvert's pass) reads them."""
+
+    def __init__(self, tag: str) -> None:
+        super().__init__()
+        self.attributes: set[str] = set()
+        self.feed(tag)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.attributes = {name for name, _ in attrs}
+
+
+def with_alt_text(page: str) -> str:
+    """`page` with nbconvert's alt text on each image that has none, as HTMLExporter's BeautifulSoup pass gives
+    it."""
+    def alt(match: re.Match[str]) -> str:
+        tag = match.group(0)
+        if "alt" in _StartTag(tag).attributes:
+            return tag
+        end = len(tag) - (2 if tag.endswith("/>") else 1)
+        return f'{tag[:end]} alt="{NO_ALT}"{tag[end:]}'
+    return IMG_TAG.sub(alt, page)
 
 
 class HideTestSource(Preprocessor):
@@ -94,7 +180,7 @@ class HideTestSource(Preprocessor):
         nb.cells = [c for c in nb.cells if TA_ONLY not in c.metadata.get("tags", [])]
         # mypy #16653: untyped_calls_exclude (nbconvert) misses calls through super()
         done: tuple[NotebookNode, dict[str, Any]] = super().preprocess(nb, resources)  # type: ignore[no-untyped-call]
-        left = self.shown_chars
+        left = resources.get(SHOWN_CHARS, self.shown_chars)
         for cell in nb.cells:
             if not is_test_cell(cell):
                 left = _shown(cell, left)
@@ -105,7 +191,7 @@ class HideTestSource(Preprocessor):
         if cell.cell_type == "code" and not is_test_cell(cell) and cell.metadata.get(SHOWN_RUN) != "student":
             cell.outputs = []
         if is_test_cell(cell):
-            what = docstring(cell.source)
+            what = _docstring(cell.source)
             cell.metadata.nbgrader["what"] = what.splitlines()[0].rstrip("。") if what else ""
             cell.source = f'"""{what}"""' if what else "# （测试代码不予显示）"
             passed, text = verdict(cell.outputs)
@@ -119,6 +205,9 @@ class HideTestSource(Preprocessor):
                 "text/html": badge + (" " + "<br>".join(map(_message_line, rest.splitlines())) if rest else ""),
                 "text/plain": text})]  # a likely mistake (run/diagnosis.py) is the message's last line
         return cell, resources
+
+
+_docstring = functools.lru_cache(maxsize=256)(docstring)  # a test cell is the same for every student
 
 
 def _cut(text: str, left: int) -> str:
@@ -158,23 +247,49 @@ class GetGradesAndWaits(GetGrades):  # type: ignore[misc]  # nbgrader has no typ
     """nbgrader's GetGrades, also marking points that wait for a person (a written answer not yet graded, or
     autograded points held for review) so that feedback says "waiting" instead of showing 0, marking the test
     cells whose points a review withheld, telling the template the outcome of the review (`outcome_note`) and where
-    the page's MathJax file is (published beside it by `course feedback`)."""
+    the page's MathJax file is (published beside it by `course feedback`). It reads the gradebook session that
+    `course feedback` opens for all its pages (`resources[GRADEBOOK]`), else opens one for the page."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
         self.record = records.read_record(self.config.CourseDirectory.root, info["assignment"], info["student"])
-        nb, resources = super().preprocess(nb, resources)
+        shared = resources.get(GRADEBOOK)
+        with contextlib.nullcontext(shared.value) if shared is not None else Gradebook(info["db_url"]) as self.gradebook:
+            nb, resources = self._get_grades(nb, resources)
         waiting = [c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("waiting")]
-        resources["nbgrader"]["waiting"] = sum(meta["points"] for meta in waiting)
-        resources["nbgrader"]["score"] -= sum(meta["score"] or 0 for meta in waiting)
+        info["waiting"] = sum(meta["points"] for meta in waiting)
+        info["score"] -= sum(meta["score"] or 0 for meta in waiting)
         resources["course_outcome"] = outcome_note(self.record)
         resources["course_mathjax"] = MATHJAX
         return nb, resources
 
+    def _get_grades(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        """GetGrades.preprocess in `self.gradebook`, open already, reading the notebook's grades and comments in
+        a query each instead of one for each cell."""
+        info = resources["nbgrader"]
+        notebook = self.gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+        self.grades = {grade.name: grade for grade in notebook.grades}
+        self.comments = {comment.name: comment.comment for comment in notebook.comments}
+        nb, resources = Preprocessor.preprocess(self, nb, resources)
+        late_penalty = notebook.late_submission_penalty
+        if late_penalty is None:
+            late_penalty = 0
+        else:
+            self.log.warning("Late submission penalty: %s", late_penalty)
+        info["score"] = notebook.score - late_penalty
+        info["max_score"] = notebook.max_score
+        info["late_penalty"] = late_penalty
+        return nb, resources
+
+    def _get_comment(self, cell: NotebookNode, resources: dict[str, Any]) -> None:
+        """GetGrades._get_comment: the grader's comment on the answer."""
+        cell.metadata.nbgrader["comment"] = self.comments[cell.metadata.nbgrader["grade_id"]]
+
     def _get_score(self, cell: NotebookNode, resources: dict[str, Any]) -> None:
-        super()._get_score(cell, resources)
+        """GetGrades._get_score (the cell's score and points), with whether they wait and were reviewed."""
         meta = cell.metadata.nbgrader
-        grade = self.gradebook.find_grade(meta["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
+        grade = self.grades[meta["grade_id"]]
+        meta["score"], meta["points"] = grade.score, grade.max_score
         meta["waiting"] = bool(grade.needs_manual_grade and grade.manual_score is None)
         held = self.record is not None and meta["grade_id"] in self.record.held
         review = self.record.review if self.record is not None else None
@@ -212,6 +327,13 @@ class SafeHTML(SanitizeHTML):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # mypy #16653: as in HideTestSource
         self.tags, self.attributes = safe_html.TAGS, safe_html.ATTRIBUTES
+        self.sanitized = functools.lru_cache(maxsize=256)(super().sanitize_html_tags)
+
+    def sanitize_html_tags(self, html_str: str) -> str:
+        """nbconvert's, done once for each distinct text when `course feedback` uses this for all its pages (the
+        instructor's markdown is the same for every student)."""
+        sanitized: str = self.sanitized(html_str)
+        return sanitized
 
 
 # --- publishing ------------------------------------------------------------------------------------------------
@@ -219,8 +341,8 @@ class SafeHTML(SanitizeHTML):
 def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callable[[str], object] = print) -> int:
     """Each student's feedback, written to a scratch folder and then published in feedback/: the graded
     notebook's page, or, where there is no score (failed, not collected, missing, not graded yet), a page per
-    released notebook that says so and why. A failure stays on the student's row. Returns how many were
-    published."""
+    released notebook that says so and why. One converter (`CourseFeedback`) makes every graded page. A failure
+    stays on the student's row. Returns how many were published."""
     root, where = Path(root), Folders(cfg)
     work = grading_dir(root)
     work.mkdir(parents=True, exist_ok=True)
@@ -228,22 +350,78 @@ def publish(cfg: Config, root: str | Path, outcomes: list[Outcome], say: Callabl
     if mathjax is None:
         say("  ⚠ 找不到 MathJax 3（scripts/setup.sh 安装到 build/vendor）：反馈中的公式将显示为 TeX 源码")
     published = 0
-    for o in outcomes:
-        with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
-            made = Path(scratch) / o.student / o.assignment
-            try:
-                if o.status.has_score:
-                    _generate(cfg, o, scratch, made)
-                else:
-                    _no_score_pages(o, [p.stem for p in where.released_notebooks(o.assignment)], made)
-            except Exception as exc:  # noqa: BLE001 - nbgrader logs the details; the others' feedback goes on
-                o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
-                continue
-            if mathjax and o.status.has_score:
-                link_or_copy(mathjax, made / MATHJAX)
-            replace_dir(made, where.feedback(o.student, o.assignment), scratch)
-            published += 1
+    with Gradebook(cfg.CourseDirectory.db_url) as gradebook:
+        pages = CourseFeedback(gradebook, coursedir=coursedir(cfg), config=cfg)
+        for o in outcomes:
+            with tempfile.TemporaryDirectory(dir=work, prefix="feedback-") as scratch:
+                made = Path(scratch) / o.student / o.assignment
+                try:
+                    if o.status.has_score:
+                        pages.generate(o, scratch, made)
+                    else:
+                        _no_score_pages(o, [p.stem for p in where.released_notebooks(o.assignment)], made)
+                except Exception as exc:  # noqa: BLE001 - nbgrader logs the details; the others' feedback goes on
+                    gradebook.db.rollback()  # the session stays usable after a database error
+                    o.notes.append(f"反馈生成失败（{type(exc).__name__}，详见 build/nbgrader.log）")
+                    continue
+                if mathjax and o.status.has_score:
+                    link_or_copy(mathjax, made / MATHJAX)
+                replace_dir(made, where.feedback(o.student, o.assignment), scratch)
+                published += 1
     return published
+
+
+class CourseFeedback(GenerateFeedback):  # type: ignore[misc]  # nbgrader has no type information
+    """nbgrader's GenerateFeedback for every page of one `course feedback`: one exporter, so that its template
+    is compiled once, and one gradebook session. Each page's resources hand the preprocessors the session
+    (`GRADEBOOK`) and how many characters of the notebook's own cells to show (`SHOWN_CHARS`)."""
+
+    def __init__(self, gradebook: Gradebook, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gradebook, self.force = gradebook, True
+        self.shown_chars = self.page_chars = HideTestSource(config=self.config).shown_chars  # type: ignore[no-untyped-call]
+        self.writer = FilesWriter(parent=self, config=self.config)
+        self.exporter = self.exporter_class(parent=self, config=self.config)
+        for pp in self.preprocessors:
+            self.exporter.register_preprocessor(pp)
+
+    def generate(self, o: Outcome, scratch: str, made: Path) -> None:
+        """One student's feedback into `scratch`; a page over `MAX_PAGE_BYTES` is made again showing a quarter as
+        much of the cells other than tests, down to none of them."""
+        self.coursedir.assignment_id, self.coursedir.student_id = o.assignment, o.student
+        self.coursedir.feedback_directory = scratch
+        self.page_chars = self.shown_chars
+        while True:
+            self.start()
+            if self.page_chars == 0 or max((p.stat().st_size for p in made.glob("*.html")), default=0) <= MAX_PAGE_BYTES:
+                return
+            self.page_chars = self.page_chars // 4 if self.page_chars >= 4096 else 0
+
+    def start(self) -> None:
+        """BaseConverter.start without making a new writer and exporter: they are made once, above."""
+        self.init_notebooks()
+        currdir = os.getcwd()
+        os.chdir(self.coursedir.root)
+        try:
+            self.convert_notebooks()
+        finally:
+            os.chdir(currdir)
+
+    def init_single_notebook_resources(self, notebook_filename: str) -> dict[str, Any]:
+        resources: dict[str, Any] = super().init_single_notebook_resources(notebook_filename)
+        resources[GRADEBOOK], resources[SHOWN_CHARS] = Shared(self.gradebook), self.page_chars
+        return resources
+
+
+class Shared:
+    """A value that a page's resources hand on as it is: nbconvert deep-copies them before the preprocessors
+    run."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Shared":
+        return self
 
 
 NO_SCORE_PAGE = """<!DOCTYPE html>
@@ -273,23 +451,6 @@ def _no_score_pages(o: Outcome, notebooks: list[str], made: Path) -> None:
         (made / f"{notebook}.html").write_text(NO_SCORE_PAGE.format(
             notebook=html.escape(notebook), assignment=html.escape(o.assignment), title=o.status.label,
             reason=html.escape(o.reason), meaning=NO_SCORE_MEANING[o.status]), encoding="utf-8")
-
-
-def _generate(cfg: Config, o: Outcome, scratch: str, made: Path) -> None:
-    """One student's feedback into `scratch`; a page over `MAX_PAGE_BYTES` is made again showing a quarter as much
-    of the cells other than tests, down to none of them."""
-    shown = HideTestSource(config=cfg).shown_chars  # type: ignore[no-untyped-call]  # mypy #16653, as above
-    while True:
-        cfg = copy.deepcopy(cfg)
-        cfg.HideTestSource.shown_chars = shown
-        cd = coursedir(cfg, o.assignment, o.student)
-        cd.feedback_directory = scratch
-        converter = GenerateFeedback(coursedir=cd, config=cfg)
-        converter.force = True
-        converter.start()
-        if shown == 0 or max((p.stat().st_size for p in made.glob("*.html")), default=0) <= MAX_PAGE_BYTES:
-            return
-        shown = shown // 4 if shown >= 4096 else 0
 
 
 def vendor_file(root: str | Path, name: str) -> Path | None:
