@@ -65,6 +65,12 @@ INTERNALS = [
     ("nbgrader.nbgraderformat.v3:MetadataValidatorV3.validate_cell",
      "grading/run/autograde.py _SeenMetadataValidator: a cell's check reads its type and nbgrader metadata only "
      "(its source only for messages)", "META_V3"),
+    ("jupyter_client.manager:KernelManager._async_wait",
+     "grading/run/execution.py CourseKernelManager looks every 5 ms whether a killed kernel has ended", "KM_WAIT"),
+    ("jupyter_client.manager:KernelManager._async_kill_kernel",
+     "grading/run/execution.py CourseKernelManager: a killed kernel is waited for through _async_wait", "KM_KILL"),
+    ("nbgrader.preprocessors.execute:Execute.__init__",
+     "grading/run/execution.py CourseExecute passes its kernel manager class as nbgrader's does", "EXECUTE_INIT"),
     ("nbgrader.api:Gradebook.__init__",
      "grading/gradebook_engines.py: each Gradebook gets its engine from nbgrader.api's `create_engine`", "GB_INIT"),
     ("nbgrader.api:Gradebook.close",
@@ -219,6 +225,9 @@ FINGERPRINTS = {
     "JIT_IGNORED": "f261b5b9e8efcb3a",
     "RESOURCES": "fb0abcdb270601c6",
     "GB_INIT": "c60c420276e8355e",
+    "KM_WAIT": "574593dddfda8169",
+    "KM_KILL": "9850bc22c85871db",
+    "EXECUTE_INIT": "c9d4453bcebceb4f",
     "CHECK_META": "f8dfe8c496d03e52",
     "META_BASE": "e5f97f45a9aba510",
     "META_V3": "53eb5b8ac9370fed",
@@ -453,3 +462,10 @@ def test_gradebooks_of_one_database_share_an_engine_and_see_a_replaced_file(tmp_
     with Gradebook(url) as gb:
         assert gb.engine is first
         assert [s.id for s in gb.students] == []
+
+
+def test_graded_kernels_use_the_course_kernel_manager():
+    """nbgrader's Execute sets jupyter_client's AsyncKernelManager unless told otherwise: CourseExecute tells it
+    CourseKernelManager, which waits for a killed kernel 5 ms at a time."""
+    from attncourse.grading.run.execution import CourseExecute, CourseKernelManager
+    assert CourseExecute().kernel_manager_class is CourseKernelManager

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from queue import Empty
 from typing import Any, NoReturn
 
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager, KernelManager
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellControlSignal, DeadKernelError
 from nbformat import NotebookNode
@@ -163,6 +163,14 @@ def review(result: SubmissionResult, nb: NotebookNode, instructor: Instructor) -
             result.notes.append(f"提示：{finding}")
 
 
+class CourseKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, which looks every 5 ms, not every 100 ms, whether a killed kernel has
+    ended: each graded kernel is killed, and its submission waited 0.1 s for it."""
+
+    async def _async_wait(self, pollinterval: float = 0.005) -> None:
+        await super()._async_wait(pollinterval)
+
+
 class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has no type information
     """Execute a submission while other threads grade other students; test cells are judged here."""
 
@@ -177,6 +185,10 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
     raise_on_iopub_timeout = Bool(False, help=Execute.raise_on_iopub_timeout.help).tag(config=True)
     course_root = Unicode("", help="The course folder whose catalog/ names likely mistakes in failed tests "
                                    "('' for none).").tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("kernel_manager_class", CourseKernelManager)  # nbgrader's Execute sets jupyter_client's
+        super().__init__(**kwargs)
 
     @default("shutdown_kernel")
     def _kill_graded_kernels(self) -> str:
