@@ -22,6 +22,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import matplotlib.pyplot as plt
 import nbformat
@@ -77,18 +78,11 @@ def own_code(root, pairs):
         return seconds
 
     plt.switch_backend("Agg")  # the notebooks' own figures, drawn off screen
-    saved = os.environ.get("NBGRADER_EXECUTION")
-    os.environ["NBGRADER_EXECUTION"] = "autograde"
-    try:
+    with mock.patch.dict(os.environ, {"NBGRADER_EXECUTION": "autograde"}):
         notebooks = {aid: next((root / "source" / aid).glob("*.ipynb")) for aid in {a for a, _ in pairs}}
         for path in notebooks.values():
             run(path)
         return sum(run(notebooks[aid]) for aid, _ in pairs)
-    finally:
-        if saved is None:
-            os.environ.pop("NBGRADER_EXECUTION")
-        else:
-            os.environ["NBGRADER_EXECUTION"] = saved
 
 
 def timed(fn):
