@@ -99,6 +99,41 @@ def test_a_graded_submission_is_kept_with_its_record(course):
     assert FakeAutograde.runs == 2
 
 
+
+def test_a_run_executes_as_many_submissions_at_once_as_it_has_jobs_while_another_keeps_its_books(course, monkeypatch,
+                                                                                                 tmp_path):
+    root, cfg, intake, scratch = course
+    counts, most, lock = Counter(), Counter(), threading.Lock()
+    start = FakeAutograde.start
+
+    def count(key, step):
+        with lock:
+            counts[key] += step
+            most[key] = max(most[key], counts[key])
+
+    def executing(self):  # as CourseExecute.preprocess: the books lent out, the execution in one of the run's slots
+        with execution.TURN.lent():
+            count("ready", 1)
+            with execution.EXECUTING.taken():
+                count("executing", 1)
+                time.sleep(0.05)
+                count("executing", -1)
+            count("ready", -1)
+        start(self)
+
+    monkeypatch.setattr(FakeAutograde, "start", executing)
+    intakes = [intake]
+    for _ in range(3):
+        sid = str(next(STUDENTS))
+        staged = tmp_path / "staged" / sid / "a"
+        staged.mkdir(parents=True)
+        (staged / "work.ipynb").write_bytes((intake.folder / "work.ipynb").read_bytes())
+        intakes.append(Intake("a", sid, staged, digest="d1"))
+    outcomes = autograde.grade_class(cfg, intakes, jobs=1, preload=False)
+    assert [o.status for o in outcomes] == [Status.GRADED] * 4 and FakeAutograde.runs == 4
+    assert most["executing"] == 1, "one job: one submission executes at a time"
+    assert most["ready"] == 2, "meanwhile another submission's books are kept, and it waits for the slot"
+
 def test_a_submission_that_cannot_run_fails_with_its_reason_and_no_score(course):
     root, cfg, intake, scratch = course
     sid = intake.student

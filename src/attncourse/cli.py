@@ -122,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, default=None, help="课程根目录（默认：从当前目录向上查找 course.toml）")
     sub = p.add_subparsers(dest="command", required=True)
     jobs: dict[str, Any] = {"type": int, "default": os.cpu_count() or 1,
-                            "help": "同时评分的学生数（默认：CPU 核数）"}
+                            "help": "同时运行的评分内核数，即同时执行的提交数（默认：CPU 核数）"}
 
     c = sub.add_parser("tidy", help="清除 notebook 输出与多余元数据，按 course.toml 更新标题页")
     c.add_argument("--check", action="store_true", help="只检查，不写入")

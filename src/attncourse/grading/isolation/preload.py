@@ -10,8 +10,10 @@ the zygote, the grader and other kernels are out of its sight and reach.
 A zygote that dies is started again; without a zygote (not Linux) kernels start the ordinary way.
 """
 import base64
+import gc
 import importlib
 import json
+import linecache
 import os
 import pathlib
 import select
@@ -37,7 +39,10 @@ from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
 PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
-           "torch.nn.attention.flex_attention"]  # the last: the witness watches its functions (remote.OPERATIONS)
+           "torch.nn.attention.flex_attention",  # the witness watches its functions (remote.OPERATIONS)
+           "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib"]  # what a kernel imports as it starts
+# files whose source IPython reads for the traceback of an error in a cell: its own, and torch's modules
+TRACEBACK_FILES = ["IPython.core.interactiveshell", "torch.nn.modules.module", "torch.nn.functional"]
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
@@ -423,12 +428,35 @@ def valid_request(request: Any) -> dict[str, Any]:
     return request
 
 
+def _warm() -> None:
+    """Do once here what each kernel would do on its own at its first error in a cell (0.1 s of its time): format
+    a traceback as IPython's shell does, which compiles pygments' lexer, and parse `TRACEBACK_FILES` (stack_data
+    parses the whole file of each frame it shows)."""
+    from IPython.core import ultratb
+    from stack_data.core import Source
+    name = "/attncourse-warm/cell.py"
+    source = "def f():\n    raise NotImplementedError()\n\n\nf()\n"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    try:
+        exec(compile(source, name, "exec"), {})  # noqa: S102 - our own lines
+    except NotImplementedError:
+        ultratb.AutoFormattedTB(mode="Context", color_scheme="Neutral", tb_offset=1).structured_traceback(
+            *sys.exc_info())
+    finally:
+        del linecache.cache[name]
+    for module in TRACEBACK_FILES:
+        Source.for_filename(str(importlib.import_module(module).__file__))
+
+
 def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
     _die_with_parent(grader)
     for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
+    _warm()
+    gc.collect()
+    gc.freeze()  # the zygote's objects stay out of each kernel's garbage collections, which would copy their pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
     server = socket.socket(socket.AF_UNIX)
     server.bind(path + ".binding")

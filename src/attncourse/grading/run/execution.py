@@ -77,7 +77,32 @@ class _Turn:
             self._local.held = True
 
 
+class _Slots:
+    """How many submissions execute at once during a run (`limited`); any number outside one."""
+
+    def __init__(self) -> None:
+        self._slots: threading.BoundedSemaphore | None = None
+
+    @contextmanager
+    def limited(self, n: int) -> Iterator[None]:
+        self._slots = threading.BoundedSemaphore(n)
+        try:
+            yield
+        finally:
+            self._slots = None
+
+    @contextmanager
+    def taken(self) -> Iterator[None]:
+        slots = self._slots
+        if slots is None:
+            yield
+            return
+        with slots:
+            yield
+
+
 TURN = _Turn()
+EXECUTING = _Slots()  # grade_class's jobs: kernels at once, while other threads keep their books
 CRASHED = "内核崩溃：提交的代码使 Python 进程退出（如 os._exit、段错误或超出内存限制）"
 LOST = "与内核的连接中断：提交的代码可能改动了评分程序（如发来超过上限的数据，或关掉了评分用的连接）"
 
@@ -205,10 +230,11 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
             self.result.notes.append(diagnosis.UNAVAILABLE)
         workers = resources.get(WORKERS)
         with TURN.lent():  # the execution, and the diagnosis of what it failed, while others keep their books
-            if workers is None:
-                nb, failed = self.run(nb, resources, instructor, self.result, km)
-            else:
-                nb, failed = workers.run(nb, resources, instructor, self.result)
+            with EXECUTING.taken():
+                if workers is None:
+                    nb, failed = self.run(nb, resources, instructor, self.result, km)
+                else:
+                    nb, failed = workers.run(nb, resources, instructor, self.result)
             start = time.perf_counter()
             self.diagnose(nb, failed, diagnoser)
             self.result.timed("diagnosis", time.perf_counter() - start)
