@@ -35,6 +35,7 @@ from attncourse.grading.authoring import demo
 from attncourse.grading.course import assignments, copy_course_files, nbgrader_config, submissions, use_this_environment
 from attncourse.grading.publish import feedback
 from attncourse.grading.release import student_version as release
+from attncourse.grading.run import autograde
 
 SKIP = {"demo_crash", "demo_loop", "demo_corrupt"}
 
@@ -158,7 +159,8 @@ def profile(root, tmp, quiet):
     """Where a sandboxed notebook's seconds go, graded one at a time so that no step waits on another."""
     course, pairs = scratch_course(root, tmp, "profile", '\nc.Sandbox.mode = "required"\n')
     start = time.perf_counter()
-    outcomes = commands.grade_submissions(nbgrader_config(course), pairs, jobs=1, warn=quiet)
+    with mock.patch.object(autograde, "THREADS_PER_JOB", 1):  # no submission keeps its books during another's run
+        outcomes = commands.grade_submissions(nbgrader_config(course), pairs, jobs=1, warn=quiet)
     total = time.perf_counter() - start
     shares = {}
     for outcome in outcomes:

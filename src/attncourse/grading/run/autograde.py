@@ -44,6 +44,10 @@ from .execution import EXECUTING, RESULT, TURN, WORKERS, CourseExecute
 # kernel hundreds of times per notebook (a request through the probe's socket for each call into the student's
 # code); when its reply comes while another thread runs Python, it waits for the interpreter lock up to this long.
 SWITCH_INTERVAL = 0.0005
+# Threads per job of a local run: `jobs` submissions execute at once (EXECUTING), and meanwhile others keep their
+# books (nbgrader's steps before and after the execution, one thread at a time: TURN), so that a job's next
+# submission is ready when its kernel ends.
+THREADS_PER_JOB = 2
 
 
 class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type information
@@ -225,7 +229,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
     os.environ.update(kernel_env(jobs))  # set once for the run: nbgrader's per-call setenv races in threads
     sys.setswitchinterval(SWITCH_INTERVAL)
     results = {}
-    threads = max(1, jobs) if cluster else 2 * max(1, jobs)  # a submission's books are kept while `jobs` execute
+    threads = max(1, jobs) if cluster else THREADS_PER_JOB * max(1, jobs)
     gc.freeze()  # what the run finds stays out of its garbage collections (the imported modules: 0.05 s per notebook)
     try:
         with preloaded_kernels(warn, sandbox, modules=[probe.__name__]) if preload and not cluster else nullcontext(), \
