@@ -454,7 +454,10 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     _die_with_parent(grader)
     for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
-    _warm()
+    try:
+        _warm()
+    except Exception:  # noqa: BLE001 - only speed is lost (each kernel does it itself); tests/test_isolation.py notices
+        pass
     gc.collect()
     gc.freeze()  # the zygote's objects stay out of each kernel's garbage collections, which would copy their pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
