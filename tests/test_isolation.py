@@ -36,7 +36,6 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
     assert nb.cells[0].outputs[0].text.strip().isdigit()
 
 
-
 FIRST_TRACEBACK = """
 import json, sys
 import pygments.lexer, stack_data.core
@@ -73,6 +72,7 @@ def test_the_preloading_process_prepares_each_kernels_first_traceback():
         f"a cold process should compile the lexer and parse IPython's source: {cold}"
     assert set(warm["compiled"]) <= {"MyLexer"}, f"stack_data's own lexer class, made anew for each traceback: {warm}"
     assert not any(f.endswith("interactiveshell.py") for f in warm["parsed"]), warm
+
 
 # --- the grader reaches a kernel's sockets without following what the kernel wrote ------------------------------
 

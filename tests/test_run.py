@@ -99,7 +99,6 @@ def test_a_graded_submission_is_kept_with_its_record(course):
     assert FakeAutograde.runs == 2
 
 
-
 def test_a_run_executes_as_many_submissions_at_once_as_it_has_jobs_while_another_keeps_its_books(course, monkeypatch,
                                                                                                  tmp_path):
     root, cfg, intake, scratch = course
@@ -133,6 +132,7 @@ def test_a_run_executes_as_many_submissions_at_once_as_it_has_jobs_while_another
     assert [o.status for o in outcomes] == [Status.GRADED] * 4 and FakeAutograde.runs == 4
     assert most["executing"] == 1, "one job: one submission executes at a time"
     assert most["ready"] == 2, "meanwhile another submission's books are kept, and it waits for the slot"
+
 
 def test_a_submission_that_cannot_run_fails_with_its_reason_and_no_score(course):
     root, cfg, intake, scratch = course
