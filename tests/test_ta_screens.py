@@ -24,6 +24,7 @@ from attncourse.grading.authoring.variants import answered, load_catalog, source
 from attncourse.grading.cells import grade_id
 from attncourse.grading.model import Status
 from attncourse.grading.publish.formgrader import review
+from attncourse.grading.publish.report import held_text
 from attncourse.grading.records import read_record
 
 from conftest import auto_points, copy_course, course
@@ -226,6 +227,8 @@ def test_every_list_is_chinese_and_shows_each_rows_outcome(graded, formgrader):
         o = outcomes[student]
         assert row["status"] == [o.status.label] and row["cells"][0] == "".join(NAMES[student]), row
         assert (row["cells"][4] == "—") == (not o.status.has_score), row  # no 0 that is not a grade
+        if o.status == Status.HELD:  # the held points in the report's words, not the 0 nbgrader keeps meanwhile
+            assert row["cells"][4] == held_text(o), row
 
     rows, english["gradebook"] = _page(browser, f"{url}/formgrader/gradebook", root, "gradebook")
     [row] = [r for r in rows if r["cells"][0] == A1]
@@ -290,8 +293,9 @@ def _api(url, path, method="GET"):
 
 
 def test_formgrader_lists_mark_a_held_submission_without_counting_its_held_points(graded, formgrader):
-    """Manual Grading's list flags the held submission and shows the points that count now; Manage Students
-    marks it as waiting for a person; the listed score is what the report and the export count."""
+    """Manual Grading's list flags the held submission and reads its score as the report does (the points and
+    how many of them wait for review), never the points nbgrader counts meanwhile; a student's assignments and
+    notebooks read the same; Manage Students marks it as waiting for a person."""
     root, ids = graded
     url, browser = formgrader
     listed = {row["student"]: row for row in _api(url, f"/formgrader/api/submitted_notebooks/{A1}/scoring")}
@@ -304,10 +308,16 @@ def test_formgrader_lists_mark_a_held_submission_without_counting_its_held_point
     browser.open(f"{url}/formgrader/gradebook/{A1}/scoring?token={TOKEN}", settle=1)
     row = browser.page.wait_for_selector(f"tr:has(a[href$='/submissions/{ids[HELD]}'])", timeout=60_000)
     assert row.query_selector(".flagged .glyphicon") is not None, row.inner_html()[:500]
-    assert row.query_selector(".score").inner_text().startswith(f"{held['score']:g} /")
+    words = held_text(_outcomes(root)[HELD])
+    assert row.query_selector(".score").inner_text() == words and row.query_selector(".code-score").inner_text() \
+        == Status.HELD.label, row.inner_html()[:1000]
     browser.open(f"{url}/formgrader/manage_students/{HELD}", settle=1)
     row = browser.page.wait_for_selector(f"tr:has-text('{A1}')", timeout=60_000)
     assert row.query_selector(".needs-manual-grade .glyphicon") is not None, row.inner_html()[:500]
+    assert row.query_selector(".score").inner_text() == words, row.inner_html()[:1000]
+    browser.open(f"{url}/formgrader/manage_students/{HELD}/{A1}", settle=1)
+    row = browser.page.wait_for_selector("table.dataTable tbody tr .score", timeout=60_000)
+    assert row.inner_text() == words, row.inner_text()
 
 
 def test_manage_assignments_shows_the_course_and_no_button_around_it(graded, formgrader):

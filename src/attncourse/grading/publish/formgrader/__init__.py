@@ -3,7 +3,8 @@
 - The TA's pages are Chinese: the course's copies of nbgrader's templates (templates/formgrader/, found before
   nbgrader's) and static/course.js, which turns what nbgrader's scripts write into Chinese.
 - Every list shows each row's outcome from the records, in the words every output uses (`lists.py`): held and
-  failed rows are marked, a number is shown only where there is a grade, and students the records know but
+  failed rows are marked, a number is shown only where there is a grade (a held row's points read as in the
+  report, with how many wait for review), and students the records know but
   nbgrader does not list (missing, not collected, failed) have their row.
 - A held submission is decided on its grading page, by a named person, through the same records as `course
   review` (`review.py`); its banner follows the decision.

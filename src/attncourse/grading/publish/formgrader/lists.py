@@ -2,7 +2,8 @@
 submission, a submitted notebook, an assignment) gets a `course` entry read from the records
 (`records.class_outcomes`), and the students the records know but nbgrader lists nowhere (missing, not collected,
 failed before the gradebook saw them) get a row of their own. The page's script (static/course.js) shows the
-status in Chinese (Status.label), marks held and failed rows and shows no number that is not a grade.
+status in Chinese (Status.label), marks held and failed rows and shows no number that is not a grade: a held
+row's score reads as the report reads it (`held_text`), not as the 0 nbgrader keeps for the held points.
 
 nbgrader's `NbGraderAPI` methods are wrapped in place (`wrap_api`); tests/test_internals.py fingerprints them.
 """
@@ -19,6 +20,7 @@ from ... import records
 from ...course import Folders, nbgrader_config, submissions
 from ...model import Outcome, Status
 from ...release.student_version import record as released
+from ..report import held_text
 
 Row = dict[str, Any]
 # the order in which a list sorts statuses: what needs a person first
@@ -40,8 +42,9 @@ def outcomes_in(root: str | Path, db_url: str, assignments: list[str] | None = N
         return records.class_outcomes(gb, root, names, submitted)
 
 
-def shown(o: Outcome) -> Row:
-    """What a list shows of one outcome."""
+def shown(o: Outcome, row: Row | None = None) -> Row:
+    """What a list shows of one outcome; `row`: nbgrader's row of one of its notebooks, whose score cells then
+    read as the notebook's."""
     if o.review:
         detail = o.review.describe() + (f"：{o.review.note}" if o.review.note else "")
     elif o.status == Status.HELD:
@@ -49,7 +52,16 @@ def shown(o: Outcome) -> Row:
     else:
         detail = o.reason
     return {"assignment": o.assignment, "status": str(o.status), "label": o.status.label, "rank": ORDER.index(o.status),
-            "scored": o.status.has_score, "score": o.score, "max_score": o.max_score, "name": o.name, "detail": detail}
+            "scored": o.status.has_score, "score": o.score, "max_score": o.max_score, "name": o.name, "detail": detail,
+            "held_score": _held_score(o, row)}
+
+
+def _held_score(o: Outcome, row: Row | None) -> str:
+    """What the score column of a held row reads, in place of the points nbgrader counts meanwhile (the held ones
+    as 0): the words of the report. A notebook of an assignment with other scored notebooks reads 待复核."""
+    if o.status != Status.HELD:
+        return ""
+    return held_text(o) if row is None or row.get("max_score") == o.max_score else Status.HELD.label
 
 
 def counts(outcomes: list[Outcome]) -> list[Row]:
@@ -108,7 +120,7 @@ def listed_submissions(api: Any, assignment: str, found: list[Row]) -> list[Row]
     outcomes = {o.student: o for o in class_outcomes(api, [assignment])}
     for row in found:
         o = outcomes.get(row["student"])
-        row["course"] = shown(o) if o else None
+        row["course"] = shown(o, row) if o else None
     return found
 
 
@@ -136,7 +148,7 @@ def student_notebooks(api: Any, student: str, assignment: str, found: list[Row])
                 notebooks = []
         found = [{**_blank(student, o), "name": name} for name in sorted(notebooks)]
     for row in found:
-        row["course"] = shown(o)
+        row["course"] = shown(o, row)
     return found
 
 

@@ -1,7 +1,8 @@
 // The course's formgrader (src/attncourse/grading/publish/formgrader): loaded after nbgrader's page script.
 // - What nbgrader's scripts write (dialogs, tooltips, table search, "None", "Submission #3") appears in Chinese.
 // - Each list row shows its outcome from the records (the `course` entry of nbgrader's API rows, lists.py): the
-//   status in the words every output uses, held and failed rows marked, no score where there is no grade.
+//   status in the words every output uses, held and failed rows marked, no score where there is no grade, and
+//   a held row's points in the report's words, never the 0 nbgrader keeps for the held points meanwhile.
 // - The grading page: the decision on a held submission (review.py) and the reviewer's name sent with each score.
 (function () {
     "use strict";
@@ -155,6 +156,11 @@
 
     function noScores(view, c, cells) {
         if (!c || !c.scored) cells.forEach(function (name) { if (view[name]) none(view[name]); });
+        if (c && c.held_score) {  // the total as the report reads it; the autograded part waits as a whole
+            var why = "自动评分的分数待复核，复核后才计入";
+            if (view.$score) view.$score.text(c.held_score).addClass("course-held-score").attr("title", why);
+            if (view.$code_score) view.$code_score.text("待复核").addClass("course-held-score").attr("title", why);
+        }
     }
 
     var SCORES = ["$score", "$code_score", "$written_score", "$task_score"];
@@ -229,6 +235,7 @@
             this.$name.find(".name-hidden").text("提交 #" + (this.model.get("index") + 1));
             if (c && c.name) this.$name.find(".name-shown").text(c.name);
             status(cell, this.$el, c);
+            noScores(this, c, SCORES);
         });
         window.updateToggleNamesButtonLabel = function () {
             var hidden = $(".glyphicon.name-hidden").toArray().some(function (el) { return $(el).is(":visible"); });
