@@ -160,7 +160,7 @@ class ForkedProcess:
             try:
                 os.kill(self.pid, 0)
             except ProcessLookupError:
-                self.returncode = -1  # reaped by its keeper; the exit code is not ours to read
+                self.returncode = -1  # reaped by the zygote; the exit code is not ours to read
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -347,51 +347,49 @@ def _become_kernel(request: dict[str, Any]) -> NoReturn:
         os._exit(0)
 
 
-def _fork_sandboxed(request: dict[str, Any]) -> int:
-    """Start the kernel inside a new sandbox; returns its pid. The zygote stays outside, untouched."""
+def _fork_sandboxed(request: dict[str, Any], alive: int) -> int:
+    """Start the kernel inside a new sandbox; returns its pid once it has joined it. The kernel is forked straight
+    into a PID namespace of its own and joins the holder's other namespaces itself; the zygote stays outside.
+    `alive`: the read end of a pipe whose write end only the zygote holds, at end of file once it has died."""
     spec = request["sandbox"]
     settings = sandboxes.Sandbox(**spec["settings"])
     files = {path: base64.b64decode(data) for path, data in spec["files"].items()}
     holder_proc, holder = sandboxes.start_holder(settings)
-    read, write = os.pipe()
-    zygote = os.getpid()
-    keeper = os.fork()
-    if keeper == 0:  # the keeper: joins the sandbox, forks the kernel, waits for it, then leaves
-        for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's socket stays out of the sandbox
-            if fd > 2 and fd != write:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        try:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _die_with_parent(zygote)
-            sandboxes.join(holder)
-            alive_r, alive_w = os.pipe()  # open while the keeper lives: the kernel checks it once armed
-            kernel = os.fork()
-            if kernel == 0:
-                os.close(write)
-                os.close(alive_w)
-                sandboxes.become_student(settings, spec["uid"], files)  # arms PDEATHSIG (to the keeper)
-                if select.select([alive_r], [], [], 0)[0]:  # end of file: the keeper died before that
+    found: list[tuple[int, int]] = []
+    try:
+        found = sandboxes.namespaces(holder)
+        read, write = os.pipe()
+        kernel = sandboxes.fork_in_new_pid_namespace()
+        if kernel == 0:
+            keep = {write, alive, *(fd for fd, _ in found)}
+            for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's sockets and pipes stay out of the sandbox
+                if fd > 2 and fd not in keep:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            try:
+                sandboxes.join(found)
+                sandboxes.become_student(settings, spec["uid"], files)  # arms PDEATHSIG (to the zygote)
+                if select.select([alive], [], [], 0)[0]:  # end of file: the zygote died before that
                     os._exit(1)
-                os.close(alive_r)
-                _become_kernel(request)
-            os.close(alive_r)
-            os.write(write, f"{kernel}\n".encode())
-            os.close(write)
-            os.waitpid(kernel, 0)
-        except BaseException as exc:  # noqa: BLE001 - reported to the grader, which fails this submission's start
-            os.write(write, f"error {exc}\n".encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as answer:
-        line = answer.readline().strip()
-    sandboxes.kill_holder(holder_proc, holder)
-    if not line.isdigit():
-        raise RuntimeError(line or "the keeper exited")
-    return int(line)
+                os.close(alive)
+                os.write(write, b"ready\n")
+                os.close(write)
+            except BaseException as exc:  # noqa: BLE001 - reported to the grader, which fails this submission's start
+                os.write(write, f"error {exc}\n".encode())
+                os._exit(0)
+            _become_kernel(request)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            line = answer.readline().strip()
+    finally:
+        for fd, _ in found:
+            os.close(fd)
+        sandboxes.kill_holder(holder_proc, holder)
+    if line != "ready":
+        raise RuntimeError(line or "the kernel exited before it joined its sandbox")
+    return kernel
 
 
 MAX_REQUEST = 256 << 20  # bytes of one request (the notebook travels in it, base64)
@@ -460,7 +458,8 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
         pass
     gc.collect()
     gc.freeze()  # the zygote's objects stay out of each kernel's garbage collections, which would copy their pages
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers and kernels are reaped as they exit
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped as they exit
+    alive, _ = os.pipe()  # its write end open while the zygote lives (`_fork_sandboxed`)
     server = socket.socket(socket.AF_UNIX)
     server.bind(path + ".binding")
     server.listen(16)
@@ -472,7 +471,7 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
             try:
                 request = valid_request(json.loads(conn.makefile("rb").readline(MAX_REQUEST)))
                 if "sandbox" in request:
-                    reply = {"pid": _fork_sandboxed(request)}
+                    reply = {"pid": _fork_sandboxed(request, alive)}
                 else:
                     pid = os.fork()
                     if pid == 0:
