@@ -8,7 +8,7 @@ from attncourse.grading.run import diagnosis
 
 from conftest import ROOT
 
-A1 = "a1_scoring"
+A1, A2 = "a1_scoring", "a2_multihead"
 
 
 def _failed(nb, unit):
@@ -80,3 +80,19 @@ def test_a_catalogued_answer_runs_with_torchs_generator_alone():
         assert "drew" not in order, "a test cell drew while a diagnosis had the generator alone"
     drew.join(5)
     assert order[-1] == "drew"
+
+
+def test_a_run_prepares_what_diagnosing_a_failed_test_runs_before_any_test_fails():
+    """The steps a run takes while its preloading process imports run the catalogued misconceptions through the
+    tests that catch them, the assignments in turn; a diagnosis then finds them done."""
+    units = [diagnosis.unit(ROOT, a) for a in (A1, A2)]
+    before = [set(unit._runs) for unit in units]
+    steps = diagnosis.preparation(ROOT, [A1, A2])
+    for _ in range(2):
+        next(steps)()
+    made = [set(unit._runs) - seen for unit, seen in zip(units, before, strict=True)]
+    assert all(len(new) <= 1 for new in made) and sum(map(len, made)) >= 1, made  # one of each (or already there)
+    for unit, new in zip(units, made, strict=True):
+        for variant, test in new:
+            assert variant in unit.misconceptions and any(
+                v["id"] == variant and test in v["caught_by"] for v in unit.variants), (variant, test)

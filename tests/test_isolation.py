@@ -36,6 +36,28 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
     assert nb.cells[0].outputs[0].text.strip().isdigit()
 
 
+def test_the_grader_works_while_the_preloading_process_imports(tmp_path):
+    """Until the zygote listens, its wait runs the grader's steps one at a time; the rest are left for later."""
+    import subprocess
+
+    from attncourse.grading.isolation import preload
+    zygote = preload.Zygote.__new__(preload.Zygote)  # its process: one that is still importing
+    zygote.path, zygote.timeout, zygote.proc = str(tmp_path / "socket"), 30, subprocess.Popen(["sleep", "30"])
+    done = []
+
+    def step(number):
+        done.append(number)
+        if number == 2:
+            (tmp_path / "socket").touch()  # it listens from now on
+
+    try:
+        zygote.wait(lambda number=number: step(number) for number in range(10))
+    finally:
+        zygote.proc.kill()
+        zygote.proc.wait()
+    assert done == [0, 1, 2]
+
+
 FIRST_TRACEBACK = """
 import json, sys
 import pygments.lexer, stack_data.core

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from nbclient.exceptions import CellExecutionComplete, DeadKernelError
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute
@@ -128,7 +129,15 @@ def test_a_run_executes_as_many_submissions_at_once_as_it_has_jobs_while_another
         staged.mkdir(parents=True)
         (staged / "work.ipynb").write_bytes((intake.folder / "work.ipynb").read_bytes())
         intakes.append(Intake("a", sid, staged, digest="d1"))
-    outcomes = autograde.grade_class(cfg, intakes, jobs=1, preload=False)
+    threads, saved = [], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        outcomes = autograde.grade_class(cfg, intakes, jobs=1, preload=False,
+                                         progress=lambda *_: threads.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == 2, "the run gives torch's threads back"
+    finally:
+        torch.set_num_threads(saved)
+    assert threads == [1] * 4, "the grader's own torch operators run on one thread each during the run"
     assert [o.status for o in outcomes] == [Status.GRADED] * 4 and FakeAutograde.runs == 4
     assert most["executing"] == 1, "one job: one submission executes at a time"
     assert most["ready"] == 2, "meanwhile another submission's books are kept, and it waits for the slot"

@@ -67,14 +67,19 @@ class Zygote:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
 
-    def wait(self) -> None:
-        """Return once the zygote has imported everything and listens; RuntimeError if it does not."""
-        deadline = time.time() + self.timeout
+    def wait(self, meanwhile: Iterable[Callable[[], object]] = ()) -> None:
+        """Return once the zygote has imported everything and listens; RuntimeError if it does not. Until then,
+        run the steps of `meanwhile`, one at a time (what is left of it is not run)."""
+        deadline, steps = time.time() + self.timeout, iter(meanwhile)
         while not os.path.exists(self.path):
             if self.proc.poll() is not None or time.time() > deadline:
                 self.proc.kill()
                 raise RuntimeError("the preloading process did not start")
-            time.sleep(0.05)
+            step = next(steps, None)
+            if step is None:
+                time.sleep(0.05)
+            else:
+                step()
 
     def link(self, pid: int, ports: Sequence[object], fds: Sequence[int]) -> str:
         """A folder of the grader's own with a link per kernel socket to its open file descriptor; returns the
@@ -261,10 +266,11 @@ def sandboxed_env(env: dict[str, str]) -> dict[str, str]:
 
 @contextmanager
 def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.Sandbox | None = None,
-                      modules: Iterable[str] = ()) -> Iterator[None]:
+                      modules: Iterable[str] = (), meanwhile: Iterable[Callable[[], object]] = ()) -> Iterator[None]:
     """Within the block, python kernels are forks of a zygote that has imported torch, d2l and `modules`.
 
     `sandbox`: a `sandbox.Sandbox` whose settings every kernel gets, or None for unsandboxed kernels.
+    `meanwhile`: steps of the grader's own work, run here while the zygote imports (see `Zygote.wait`).
     """
     if sys.platform != "linux":  # forking a process that has imported torch is safe on Linux only
         yield
@@ -277,7 +283,7 @@ def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.S
         zygote = Zygote(modules)
         for module in GRADER_IMPORTS:  # meanwhile, on another core: what the grader's test cells import
             importlib.import_module(module)
-        zygote.wait()
+        zygote.wait(meanwhile)
     except (OSError, RuntimeError) as exc:
         if zygote is not None:
             zygote.close()

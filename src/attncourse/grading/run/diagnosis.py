@@ -12,8 +12,10 @@ and values within a tolerance for its dtype. A misconception is named only when 
 nothing is shown. A passed test is never diagnosed.
 """
 import builtins
+import functools
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +148,27 @@ def unit(root: str | Path, assignment: str) -> Unit | None:
             except Exception:  # noqa: BLE001 - the instructor's catalog is broken: grade without diagnoses
                 _UNITS[key] = None
         return _UNITS[key]
+
+
+def preparation(root: str | Path, assignments: Iterable[str]) -> Iterator[Callable[[], object]]:
+    """Steps that run, ahead of any failed test, what diagnosing a failed test of `assignments` runs: for each
+    test, the catalogued misconceptions it catches, one (misconception, test) at a time, taking the assignments in
+    turn. A grading run does them while it waits for its preloading process (`preload.Zygote.wait`), so that its
+    graders find them done."""
+    def step(found: Unit, variant: dict[str, Any], test: str) -> None:
+        try:
+            found._run(variant, test)
+        except Exception:  # noqa: BLE001 - a diagnosis is a hint: the same run fails again when a test asks for it
+            pass
+
+    per_assignment = []
+    for assignment in assignments:
+        found = unit(root, assignment)
+        if found is not None:
+            per_assignment.append([functools.partial(step, found, v, test) for v in found.variants
+                                   if v["id"] in found.misconceptions for test in v["caught_by"]])
+    for steps in itertools.zip_longest(*per_assignment):
+        yield from (s for s in steps if s is not None)
 
 
 def run_test(nb: NotebookNode, test: str) -> tuple[bool, list[Any]]:
