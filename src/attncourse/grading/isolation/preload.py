@@ -361,41 +361,56 @@ def _fork_sandboxed(request: dict[str, Any], alive: int) -> int:
     settings = sandboxes.Sandbox(**spec["settings"])
     files = {path: base64.b64decode(data) for path, data in spec["files"].items()}
     holder_proc, holder = sandboxes.start_holder(settings)
-    found: list[tuple[int, int]] = []
     try:
         found = sandboxes.namespaces(holder)
-        read, write = os.pipe()
-        kernel = sandboxes.fork_in_new_pid_namespace()
-        if kernel == 0:
-            keep = {write, alive, *(fd for fd, _ in found)}
-            for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's sockets and pipes stay out of the sandbox
-                if fd > 2 and fd not in keep:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+        try:
+            read, write = os.pipe()
             try:
-                sandboxes.join(found)
-                sandboxes.become_student(settings, spec["uid"], files)  # arms PDEATHSIG (to the zygote)
-                if select.select([alive], [], [], 0)[0]:  # end of file: the zygote died before that
-                    os._exit(1)
-                os.close(alive)
-                os.write(write, b"ready\n")
+                kernel = sandboxes.fork_in_new_pid_namespace()
+            except BaseException:
+                os.close(read)
                 os.close(write)
-            except BaseException as exc:  # noqa: BLE001 - reported to the grader, which fails this submission's start
-                os.write(write, f"error {exc}\n".encode())
-                os._exit(0)
-            _become_kernel(request)
-        os.close(write)
-        with os.fdopen(read) as answer:
-            line = answer.readline().strip()
+                raise
+            if kernel == 0:
+                _join_sandbox(request, settings, files, found, alive, write)
+            os.close(write)
+            with os.fdopen(read) as answer:
+                line = answer.readline().strip()
+        finally:
+            for fd, _ in found:
+                os.close(fd)
     finally:
-        for fd, _ in found:
-            os.close(fd)
         sandboxes.kill_holder(holder_proc, holder)
     if line != "ready":
         raise RuntimeError(line or "the kernel exited before it joined its sandbox")
     return kernel
+
+
+def _join_sandbox(request: dict[str, Any], settings: sandboxes.Sandbox, files: dict[str, bytes],
+                  found: list[tuple[int, int]], alive: int, report: int) -> NoReturn:
+    """In the forked kernel: leave the zygote's descriptors behind, join the sandbox, become the student, say
+    "ready" (or the error) on `report`, then become the kernel. It never returns to the zygote's code."""
+    try:
+        keep = {report, alive, *(fd for fd, _ in found)}
+        for fd in map(int, os.listdir("/proc/self/fd")):  # the zygote's sockets and pipes stay out of the sandbox
+            if fd > 2 and fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        sandboxes.join(found)
+        sandboxes.become_student(settings, request["sandbox"]["uid"], files)  # arms PDEATHSIG (to the zygote)
+        if select.select([alive], [], [], 0)[0]:  # end of file: the zygote died before that
+            os._exit(1)
+        os.close(alive)
+        os.write(report, b"ready\n")
+        os.close(report)
+    except BaseException as exc:  # noqa: BLE001 - reported to the grader, which fails this submission's start
+        try:
+            os.write(report, f"error {exc}\n".encode())
+        finally:
+            os._exit(0)
+    _become_kernel(request)
 
 
 MAX_REQUEST = 256 << 20  # bytes of one request (the notebook travels in it, base64)

@@ -5,8 +5,7 @@ Python files and two small tmpfs (`/home/student`, `/tmp`), no network (a new ne
 own IPC and UTS namespaces. A kernel is forked by the zygote (see preload.py) as the first process of a PID
 namespace of its own (so everything it starts dies with it), joins those namespaces, mounts /proc for its PID
 namespace, sets resource limits, and drops to an unprivileged uid of its own before any of the student's code
-runs. The course folder, the
-gradebook, the class folder and other students' kernels are not in its world.
+runs. The course folder, the gradebook, the class folder and other students' kernels are not in its world.
 
 Where bubblewrap cannot run (not Linux, not root, not installed), grading goes on with ordinary kernels and
 says so loudly: the student's code then runs with the grader's identity and files.
@@ -133,7 +132,15 @@ def _check(result: int, what: str) -> None:
 
 def namespaces(holder_pid: int) -> list[tuple[int, int]]:
     """[(descriptor, CLONE_NEW…)] of the holder's namespaces, for the kernel to `join`; the caller closes them."""
-    return [(os.open(f"/proc/{holder_pid}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES.items()]
+    found: list[tuple[int, int]] = []
+    try:
+        for name, flag in NAMESPACES.items():
+            found.append((os.open(f"/proc/{holder_pid}/ns/{name}", os.O_RDONLY), flag))
+    except BaseException:
+        for fd, _ in found:
+            os.close(fd)
+        raise
+    return found
 
 
 def fork_in_new_pid_namespace() -> int:
