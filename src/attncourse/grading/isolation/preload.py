@@ -362,23 +362,19 @@ def _fork_sandboxed(request: dict[str, Any], alive: int) -> int:
     files = {path: base64.b64decode(data) for path, data in spec["files"].items()}
     holder_proc, holder = sandboxes.start_holder(settings)
     try:
-        found = sandboxes.namespaces(holder)
-        try:
-            read, write = os.pipe()
+        read, write = os.pipe()
+        with os.fdopen(read) as answer:
+            found: list[tuple[int, int]] = []
             try:
+                found = sandboxes.namespaces(holder)
                 kernel = sandboxes.fork_in_new_pid_namespace()
-            except BaseException:
-                os.close(read)
+                if kernel == 0:
+                    _join_sandbox(request, settings, files, found, alive, write)
+            finally:  # the zygote's copies (the kernel never comes back here)
                 os.close(write)
-                raise
-            if kernel == 0:
-                _join_sandbox(request, settings, files, found, alive, write)
-            os.close(write)
-            with os.fdopen(read) as answer:
-                line = answer.readline().strip()
-        finally:
-            for fd, _ in found:
-                os.close(fd)
+                for fd, _ in found:
+                    os.close(fd)
+            line = answer.readline().strip()
     finally:
         sandboxes.kill_holder(holder_proc, holder)
     if line != "ready":
