@@ -36,6 +36,21 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
     assert nb.cells[0].outputs[0].text.strip().isdigit()
 
 
+@pytest.mark.slow
+def test_a_preloaded_kernel_collects_its_own_garbage_only(tmp_path):
+    """The zygote imports with the garbage collector off and freezes what it made (`preload.serve`): a kernel
+    forked from it must have the collector on again, and the zygote's objects frozen, out of its collections."""
+    from nbclient import NotebookClient
+
+    from attncourse.grading.isolation import preload
+    nb = new_notebook(cells=[new_code_cell("import gc\nprint(gc.isenabled(), gc.get_freeze_count())")])
+    with preload.preloaded_kernels(print):
+        NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    enabled, frozen = nb.cells[0].outputs[0].text.split()
+    assert enabled == "True", "the kernel's garbage collector is off"
+    assert int(frozen) > 100_000, f"only {frozen} of the zygote's objects were frozen"
+
+
 def test_the_grader_works_while_the_preloading_process_imports(tmp_path):
     """Until the zygote listens, its wait runs the grader's steps one at a time; the rest are left for later."""
     import subprocess
