@@ -5,6 +5,7 @@ capped, an interrupt answered or not, a kernel that dies, messages it cannot rea
 end-to-end tests'; two `slow` tests at the end run the execute step with real kernels (no sandbox), where student
 code writes to its kernel's sockets (about 30 s)."""
 import asyncio
+import gc
 import queue
 import threading
 import time
@@ -129,15 +130,18 @@ def test_a_run_executes_as_many_submissions_at_once_as_it_has_jobs_while_another
         staged.mkdir(parents=True)
         (staged / "work.ipynb").write_bytes((intake.folder / "work.ipynb").read_bytes())
         intakes.append(Intake("a", sid, staged, digest="d1"))
-    threads, saved = [], torch.get_num_threads()
+    threads, saved, thresholds = [], torch.get_num_threads(), gc.get_threshold()
     torch.set_num_threads(2)
     try:
-        outcomes = autograde.grade_class(cfg, intakes, jobs=1, preload=False,
-                                         progress=lambda *_: threads.append(torch.get_num_threads()))
+        outcomes = autograde.grade_class(
+            cfg, intakes, jobs=1, preload=False,
+            progress=lambda *_: threads.append((torch.get_num_threads(), gc.get_threshold())))
         assert torch.get_num_threads() == 2, "the run gives torch's threads back"
+        assert gc.get_threshold() == thresholds, "the run gives the garbage collector's thresholds back"
     finally:
         torch.set_num_threads(saved)
-    assert threads == [1] * 4, "the grader's own torch operators run on one thread each during the run"
+    assert [n for n, _ in threads] == [1] * 4, "the grader's own torch operators run on one thread each during the run"
+    assert {t for _, t in threads} == {autograde.GC_THRESHOLD} != {thresholds}, "fewer collections during the run"
     assert [o.status for o in outcomes] == [Status.GRADED] * 4 and FakeAutograde.runs == 4
     assert most["executing"] == 1, "one job: one submission executes at a time"
     assert most["ready"] == 2, "meanwhile another submission's books are kept, and it waits for the slot"
