@@ -473,9 +473,10 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
     _die_with_parent(grader)
-    # No garbage collection until the fork point, as Python's `gc.freeze` advises: the imports take a third less
-    # time without the collections they trigger, and no freed holes in the zygote's pages are left for each kernel
-    # to fill (and copy). Then its objects stay out of each kernel's collections, which would copy their pages.
+    # No garbage collection until its objects are frozen, as Python's `gc.freeze` advises for a process that forks:
+    # the imports take a third less time without the collections they trigger, and no holes freed in the zygote's
+    # pages are left for each kernel to fill (and copy). Frozen, its objects stay out of each kernel's collections,
+    # which would copy their pages; each kernel collects its own.
     gc.disable()
     for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
