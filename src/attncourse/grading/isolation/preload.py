@@ -63,7 +63,7 @@ class Zygote:
 
     def _spawn(self) -> None:
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
+        self.proc: subprocess.Popen[bytes] | ForkedProcess = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
 
@@ -102,6 +102,11 @@ class Zygote:
         if "pid" not in reply:
             raise RuntimeError(f"the preloading process could not start a kernel: {reply.get('error')}")
         return int(reply["pid"])
+
+    def forked(self) -> None:
+        """In a process forked from the grader (run/executors.py): the zygote is not this process's child, so
+        whether it lives is read from its pid, not waited for."""
+        self.proc = ForkedProcess(self.proc.pid)
 
     def close(self) -> None:
         self.proc.kill()
@@ -321,7 +326,7 @@ def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.S
 
 # --- the zygote's side ------------------------------------------------------------------------------------------
 
-def _die_with_parent(parent: int | None = None) -> None:
+def die_with_parent(parent: int | None = None) -> None:
     """Linux: receive SIGKILL when the parent exits, so no process outlives an interrupted run. `parent`: the
     pid it must have; if it has already gone (before the signal was armed), leave now."""
     try:
@@ -336,7 +341,7 @@ def _die_with_parent(parent: int | None = None) -> None:
 def _become_kernel(request: dict[str, Any]) -> NoReturn:
     """In the forked child: a fresh kernel process, as `python -m ipykernel_launcher` would start."""
     try:
-        _die_with_parent()
+        die_with_parent()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # as a new process has it (the zygote ignores its children)
         os.setsid()
         os.chdir(request["cwd"])
@@ -472,7 +477,7 @@ def _warm() -> None:
 def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
-    _die_with_parent(grader)
+    die_with_parent(grader)
     # No garbage collection until its objects are frozen, as Python's `gc.freeze` advises for a process that forks:
     # the imports take a third less time without the collections they trigger, and no holes freed in the zygote's
     # pages are left for each kernel to fill (and copy). Frozen, its objects stay out of each kernel's collections,

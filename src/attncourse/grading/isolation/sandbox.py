@@ -249,18 +249,24 @@ class UidBlock:
             self.handle, self.first = handle, base + block * BLOCK
             self.used: set[int] = set()
             self.lock, self.next = threading.Lock(), 0
+            self.offsets = range(BLOCK)
             return
         raise RuntimeError(f"all {BLOCKS} blocks of sandbox uids are in use")
 
+    def share(self, index: int, parts: int) -> None:
+        """From now on, in this process (a copy of the run's block forked into one of `parts` executors,
+        run/executors.py), take only the uids of share `index`: no other executor takes them."""
+        self.offsets, self.next = range(index, BLOCK, parts), 0
+
     def take(self) -> int:
         with self.lock:
-            for step in range(BLOCK):
-                uid = self.first + (self.next + step) % BLOCK
+            for step in range(len(self.offsets)):
+                uid = self.first + self.offsets[(self.next + step) % len(self.offsets)]
                 if uid not in self.used:
-                    self.next = (self.next + step + 1) % BLOCK
+                    self.next = (self.next + step + 1) % len(self.offsets)
                     self.used.add(uid)
                     return uid
-            raise RuntimeError(f"all {BLOCK} sandbox uids of this run are in use")
+            raise RuntimeError(f"all {len(self.offsets)} sandbox uids of this run are in use")
 
     def release(self, uid: int) -> None:
         with self.lock:

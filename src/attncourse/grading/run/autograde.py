@@ -14,9 +14,9 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,14 @@ from ..files import replace_dir
 from ..gradebook_engines import share_engines
 from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
-from ..isolation.preload import preloaded_kernels
+from ..isolation.preload import PreloadedProvisioner, preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
 from ..records import Record
 from . import diagnosis, ta_view
 from .cluster import Cluster, Workers
 from .execution import EXECUTING, RESULT, TURN, WORKERS, CourseExecute
+from .executors import Executors
 
 # Seconds a thread runs Python before another may (CPython's default is 0.005). A grading thread waits on its
 # kernel hundreds of times per notebook (a request through the probe's socket for each call into the student's
@@ -59,7 +60,7 @@ THREADS_PER_JOB = 2
 class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's Autograde, safe in threads, handing each notebook's execute step a `SubmissionResult`."""
 
-    def __init__(self, result: SubmissionResult, workers: Workers | None = None, **kwargs: Any) -> None:
+    def __init__(self, result: SubmissionResult, workers: Workers | Executors | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.result, self.workers = result, workers
 
@@ -151,7 +152,7 @@ def grading_config(cfg: Config) -> Config:
 
 
 def grade_one(cfg: Config, root: Path, intake: Intake, scratch: Path, force: bool = False, sandboxed: bool = True,
-              workers: Workers | None = None) -> Outcome:
+              workers: Workers | Executors | None = None) -> Outcome:
     """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers`) and record
     it."""
     if workers is not None and workers.lost:
@@ -208,6 +209,21 @@ def _recorded(db_url: str, root: Path, assignment: str, student: str, start: flo
     return found
 
 
+@contextmanager
+def local_executors(cfg: Config, jobs: int, sandboxed: bool) -> Iterator[Executors | None]:
+    """A local run's executors (executors.py), once the preloading process serves; None where it does not."""
+    if PreloadedProvisioner.zygote is None:
+        yield None
+        return
+    executors = Executors(cfg, max(1, jobs), sandboxed)
+    try:
+        yield executors
+    except BaseException:
+        executors.close(kill=True)
+        raise
+    executors.close()
+
+
 def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool = False,
                 progress: Callable[[int, int, Outcome], object] = lambda done, total, outcome: None,
                 warn: Callable[[str], object] = print, preload: bool = True, cluster: str = "") -> list[Outcome]:
@@ -247,9 +263,10 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
         # while the preloading process imports, the grader runs what diagnosing its failed tests will need
         prepare = diagnosis.preparation(cfg.CourseExecute.course_root, dict.fromkeys(i.assignment for i in intakes))
         with preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if preload and not cluster else nullcontext(), \
+                local_executors(cfg, jobs, sandbox is not None) if preload and not cluster else nullcontext() as here, \
                 EXECUTING.limited(max(1, jobs)), ThreadPoolExecutor(max_workers=threads) as pool:
             futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None,
-                                   workers): (intake.assignment, intake.student) for intake in intakes}
+                                   workers or here): (intake.assignment, intake.student) for intake in intakes}
             for done, future in enumerate(as_completed(futures), 1):
                 key = futures[future]
                 try:

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-import nbformat
 from distributed import Client, KilledWorker, WorkerPlugin, get_worker
 from distributed.client import FutureCancelledError
 from nbformat import NotebookNode
@@ -35,12 +34,10 @@ from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
 from ..model import SubmissionResult
 from ..protocol import probe
-from . import certificates
-from .execution import CourseExecute, Instructor, SubmissionFailed
+from . import certificates, tasks
+from .execution import Instructor
 
 PLUGIN = "attncourse-grading"
-# the settings a worker executes with; nothing else of nbgrader_config.py (the gradebook's URL) travels
-SECTIONS = ("CourseExecute", "Execute", "ExecutePreprocessor", "NotebookClient", "Sandbox")
 # Dask's loggers with handlers of their own: when the scheduler goes away, the client's reconnect attempts print
 # tracebacks there. While grading, the coordinator says what happened in its own words (ClusterLost).
 DASK_LOGGERS = ("distributed", "distributed.client", "tornado.application")
@@ -108,17 +105,10 @@ class GradingWorker(WorkerPlugin):
 def execute(task: dict[str, Any]) -> dict[str, Any]:
     """On a worker: run one notebook as local grading runs it; returns what the coordinator needs."""
     plugin = cast(GradingWorker, get_worker().plugins[PLUGIN])
-    result = SubmissionResult(sandboxed=plugin.sandboxed)
-    nb = nbformat.reads(task["notebook"], as_version=4)
-    executor = CourseExecute(config=Config(task["config"]))
     with tempfile.TemporaryDirectory(prefix="attncourse-task-") as folder:
         for name, text in task["folder"].items():  # a sandboxed kernel gets the notebooks of its folder
             (Path(folder) / name).write_text(text, encoding="utf-8")
-        try:
-            nb, failed = executor.run(nb, {"metadata": {"path": folder}}, Instructor(**task["instructor"]), result)
-        except SubmissionFailed:
-            nb, failed = None, {}
-    return {"notebook": None if nb is None else nbformat.writes(nb), "failed": failed, "result": result}
+        return tasks.execute_here(task, folder, plugin.sandboxed)
 
 
 class Workers:
@@ -131,8 +121,7 @@ class Workers:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         folder = Cluster(config=cfg).certificates
         security = certificates.security(folder) if folder else None  # only the course's own parties connect
-        self.config = {name: dict(cfg[name]) for name in SECTIONS if name in cfg}
-        self.config.get("CourseExecute", {}).pop("course_root", None)  # diagnosis stays on the coordinator
+        self.config = tasks.execute_config(cfg)
         try:
             self.client = Client(address, timeout=timeout, set_as_default=False, security=security)
         except (OSError, TimeoutError) as exc:
@@ -166,8 +155,8 @@ class Workers:
             raise self.lost_error()
         info = resources["nbgrader"]
         folder = Path(resources["metadata"]["path"])
-        task = {"notebook": nbformat.writes(nb), "instructor": instructor.as_task(), "config": self.config,
-                "folder": {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.ipynb"))}}
+        task = tasks.task(nb, instructor, self.config)
+        task["folder"] = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.ipynb"))}
         key = f"grade-{info['assignment']}-{info['student']}-{uuid.uuid4().hex[:8]}"
         try:
             reply = self.client.submit(execute, task, key=key, pure=False).result()
@@ -176,10 +165,7 @@ class Workers:
                 why = "工作进程在评分同一份提交时反复退出" if isinstance(exc, KilledWorker) else "与调度器的连接中断"
                 self.lost = f"Dask 集群 {self.address}：{why}（{type(exc).__name__}）"
             raise self.lost_error() from exc
-        result.merge(reply["result"])
-        if reply["notebook"] is None:
-            raise SubmissionFailed(result.failure)
-        return nbformat.reads(reply["notebook"], as_version=4), reply["failed"]
+        return tasks.take_reply(reply, result)
 
     def close(self) -> None:
         try:
