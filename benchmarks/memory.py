@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/memory.py [--students 6] [--jobs 2]
 
 Each class is graded by `course grade`, `course feedback` and `course report` in a scratch course of its own, as an
-instructor runs them; the grade command runs in a process whose peak resident memory (`ru_maxrss`, the grader
-alone: kernels are children of the preloading process) is printed with the ratio of the two. The huge submission
-is the reference answer that also
+instructor runs them; the grade command runs in a process whose peak resident memory (`ru_maxrss`: the grader,
+which keeps the books) is printed with the ratio of the two, and so is the largest peak of its executors (forks of
+the grader that run the test cells, run/executors.py; sampled every 0.05 s; kernels are children of the preloading
+process and not counted). The huge submission is the reference answer that also
 - returns a tensor of 44 MB (a reply just under `wire.MAX_REPLY`) from every function and module the tests call,
 - raises, in a cell of its own, an exception whose message is 30 MB, and prints and `display()`s a flood,
 - was saved with ten million lines of its own output (a 70 MB file, as JupyterLab saves a printing loop).
@@ -45,8 +46,27 @@ print("x" * 100_000_000)
 for _ in range(20_000):
     display(HTML("<b>" + "刷" * 1000 + "</b>"))
 '''
-GRADE = ("import resource, sys\nfrom attncourse.cli import main\ntry:\n    sys.exit(main(sys.argv[2:]))\n"
-         "finally:\n    open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n")
+GRADE = """import json, resource, sys, threading, time
+import psutil
+from attncourse.cli import main
+me = psutil.Process()
+command, executor = me.cmdline(), [0]
+def sample():  # the executors: forks of this process, with its command line
+    while True:
+        for child in me.children():
+            try:
+                if child.cmdline() == command:
+                    executor[0] = max(executor[0], child.memory_info().rss)
+            except psutil.Error:
+                pass
+        time.sleep(0.05)
+threading.Thread(target=sample, daemon=True).start()
+try:
+    sys.exit(main(sys.argv[2:]))
+finally:
+    grader = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    json.dump({"grader": grader, "executor": executor[0]}, open(sys.argv[1], "w"))
+"""
 
 
 def huge(nb):
@@ -84,13 +104,14 @@ def course(root, *args):
 
 
 def graded_peak_mb(root, jobs):
-    """Peak resident memory of `course grade` (the grader's process), in MB."""
+    """Peak resident memory of `course grade`: {"grader": MB, "executor": the largest executor's MB}, and its
+    output."""
     with tempfile.NamedTemporaryFile("r") as out:
         run = subprocess.run([sys.executable, "-c", GRADE, out.name, "--root", str(root), "grade", UNIT,
                               "--jobs", str(jobs)], capture_output=True, text=True)
         if run.returncode:
             sys.exit(f"course grade failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
-        return int(out.read()) / 1024, run.stdout
+        return {name: size / 1e6 for name, size in json.load(out).items()}, run.stdout
 
 
 def largest_pages(root):
@@ -117,10 +138,13 @@ def main():
             if name == "with_huge":
                 print("the huge submission:", *[line for line in out.splitlines() if " huge " in line], sep="\n  ")
     print(f"\n{args.students} honest submissions of {UNIT}, {args.jobs} jobs; peak memory of `course grade`:")
+    print(f"  {'class':10s} {'grader':>10s} {'executor':>10s}")
     for name in peaks:
         sizes = ", ".join(f"{kind} {size / 1e6:.2f} MB" for kind, size in pages[name].items())
-        print(f"  {name:10s} {peaks[name]:7.0f} MB   largest pages: {sizes}")
-    print(f"  ratio      {peaks['with_huge'] / peaks['honest']:.2f}x")
+        print(f"  {name:10s} {peaks[name]['grader']:7.0f} MB {peaks[name]['executor']:7.0f} MB   largest pages: {sizes}")
+    ratios = [peaks["with_huge"][p] / peaks["honest"][p] if peaks["honest"][p] else float("nan")
+              for p in ("grader", "executor")]
+    print(f"  {'ratio':10s} {ratios[0]:9.2f}x {ratios[1]:9.2f}x")
     return 0
 
 
