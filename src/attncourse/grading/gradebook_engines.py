@@ -29,3 +29,12 @@ def _shared_engine(url: str, **options: Any) -> Engine:
 def share_engines() -> None:
     """From now on in this process, nbgrader's gradebooks of one database share one engine."""
     nbgrader.api.create_engine = _shared_engine
+
+
+def forget_after_fork() -> None:
+    """In a process forked from the grader (run/executors.py), which never opens the gradebook: drop the engines'
+    pooled connections without closing them, so that none that the grader still uses is shut from here, as
+    SQLAlchemy's documentation advises after os.fork()."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose(close=False)

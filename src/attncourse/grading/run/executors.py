@@ -25,6 +25,7 @@ from typing import Any
 from nbformat import NotebookNode
 from traitlets.config import Config
 
+from .. import gradebook_engines
 from ..isolation.preload import PreloadedProvisioner, die_with_parent
 from ..model import SubmissionResult
 from . import tasks
@@ -131,6 +132,7 @@ def _serve(sock: socket.socket, grader: int, index: int, parts: int, sandboxed: 
     try:
         die_with_parent(grader)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the grader, which ends its executors
+        gradebook_engines.forget_after_fork()
         if PreloadedProvisioner.zygote is not None:
             PreloadedProvisioner.zygote.forked()
         if PreloadedProvisioner.uids is not None:
