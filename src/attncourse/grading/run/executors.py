@@ -32,7 +32,7 @@ from . import tasks
 from .execution import Failed, Instructor
 
 HEADER = struct.Struct("!Q")  # a message: its length, then its pickle
-GONE = "评分进程意外退出：这份提交未能评分（不是学生的原因），请重新运行 course grade"
+GONE = "评分进程意外退出：这份提交未能评分（不是学生的原因），可用 course grade --student <学号> 重评"
 
 
 def _send(sock: socket.socket, obj: object) -> None:
