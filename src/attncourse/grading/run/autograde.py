@@ -153,8 +153,8 @@ def grading_config(cfg: Config) -> Config:
 
 def grade_one(cfg: Config, root: Path, intake: Intake, scratch: Path, force: bool = False, sandboxed: bool = True,
               workers: Workers | Executors | None = None) -> Outcome:
-    """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers`) and record
-    it."""
+    """Grade one staged submission (executing it here, or on `workers`: a run/cluster.py `Workers` or a
+    run/executors.py `Executors`) and record it."""
     if workers is not None and workers.lost:
         raise workers.lost_error()
     start = time.time()

@@ -16,10 +16,9 @@ import os
 import pickle
 import queue
 import signal
-import socket
-import struct
 import sys
 import threading
+from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from nbformat import NotebookNode
@@ -31,45 +30,33 @@ from ..model import SubmissionResult
 from . import tasks
 from .execution import Failed, Instructor
 
-HEADER = struct.Struct("!Q")  # a message: its length, then its pickle
 GONE = "评分进程意外退出：这份提交未能评分（不是学生的原因），可用 course grade --student <学号> 重评"
 
 
-def _send(sock: socket.socket, obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(HEADER.pack(len(data)) + data)
+# Messages are pickled here, not by Connection.send: torch registers reductions with multiprocessing's pickler that
+# would move every tensor through shared memory.
+def _send(conn: Connection, obj: object) -> None:
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _receive(sock: socket.socket) -> Any:
+def _receive(conn: Connection) -> Any:
     """The next message (the peer is this run's own trusted process), or EOFError."""
-    size = HEADER.unpack(_exactly(sock, HEADER.size))[0]
-    return pickle.loads(_exactly(sock, size))  # the grader or its own executor: both trusted
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the other process has gone")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    return pickle.loads(conn.recv_bytes())  # the grader or its own executor: both trusted
 
 
 class Executors:
     """`jobs` executor processes for one local run, with the contract of cluster.Workers (`run`, `lost`)."""
 
-    lost = ""  # an executor that dies fails only the submission it was running
+    lost = ""  # never: an executor that dies fails only the submission it was running
 
     def __init__(self, cfg: Config, jobs: int, sandboxed: bool) -> None:
         self.config = tasks.execute_config(cfg)
-        self.idle: queue.SimpleQueue[socket.socket | None] = queue.SimpleQueue()  # None: every executor is gone
+        self.idle: queue.SimpleQueue[Connection | None] = queue.SimpleQueue()  # None: every executor is gone
         self.pids: list[int] = []
         self.lock = threading.Lock()
         grader = os.getpid()
         for index in range(jobs):
-            mine, theirs = socket.socketpair()
+            mine, theirs = Pipe()
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -90,21 +77,21 @@ class Executors:
     def run(self, nb: NotebookNode, resources: dict[str, Any], instructor: Instructor,
             result: SubmissionResult) -> tuple[NotebookNode, Failed]:
         """CourseExecute.run's contract, in an idle executor."""
-        sock = self.idle.get()
-        if sock is None:
+        conn = self.idle.get()
+        if conn is None:
             self.idle.put(None)
             raise RuntimeError(GONE)
         try:
-            _send(sock, (tasks.task(nb, instructor, self.config), resources["metadata"]["path"]))
-            reply = _receive(sock)
+            _send(conn, (tasks.task(nb, instructor, self.config), resources["metadata"]["path"]))
+            reply = _receive(conn)
         except (OSError, EOFError) as exc:
-            sock.close()
+            conn.close()
             with self.lock:
                 self.live -= 1
                 if not self.live:
                     self.idle.put(None)
             raise RuntimeError(f"{GONE}（{type(exc).__name__}）") from exc
-        self.idle.put(sock)
+        self.idle.put(conn)
         if "error" in reply:
             raise RuntimeError(reply["error"])
         return tasks.take_reply(reply, result)
@@ -117,8 +104,8 @@ class Executors:
             except ProcessLookupError:
                 pass
         while not self.idle.empty():
-            if (sock := self.idle.get()) is not None:
-                sock.close()  # an executor leaves at the end of its input
+            if (conn := self.idle.get()) is not None:
+                conn.close()  # an executor leaves at the end of its input
         for pid in self.pids:
             try:
                 os.waitpid(pid, 0)
@@ -126,7 +113,7 @@ class Executors:
                 pass
 
 
-def _serve(sock: socket.socket, grader: int, index: int, parts: int, sandboxed: bool) -> None:
+def _serve(conn: Connection, grader: int, index: int, parts: int, sandboxed: bool) -> None:
     """The executor's life: run each task the grader sends, until it closes the connection."""
     code = 0
     try:
@@ -139,14 +126,14 @@ def _serve(sock: socket.socket, grader: int, index: int, parts: int, sandboxed: 
             PreloadedProvisioner.uids.share(index, parts)
         while True:
             try:
-                task, folder = _receive(sock)
+                task, folder = _receive(conn)
             except EOFError:
                 break
             try:
                 reply = tasks.execute_here(task, folder, sandboxed)
             except Exception as exc:  # noqa: BLE001 - the grader fails this submission with it
                 reply = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-            _send(sock, reply)
+            _send(conn, reply)
     except BaseException:  # noqa: BLE001 - the grader sees the connection end
         code = 1
     finally:
