@@ -1,5 +1,6 @@
 """A local run executes its submissions in executor processes of its own (run/executors.py): not in the grader,
-with uids no other executor takes, and an executor that dies fails only the submission it ran."""
+with uids no other executor takes and the test cells' forbidden names read before they fork, and an executor that
+dies fails only the submission it ran."""
 import os
 import shutil
 
@@ -10,6 +11,7 @@ from attncourse.grading import commands
 from attncourse.grading.course import nbgrader_config
 from attncourse.grading.isolation.sandbox import BLOCK, UidBlock
 from attncourse.grading.model import Status
+from attncourse.grading.protocol import remote
 from attncourse.grading.release import student_version as release
 from attncourse.grading.run import tasks
 
@@ -52,7 +54,12 @@ def test_a_local_run_executes_in_its_executors_and_one_that_dies_fails_only_its_
     execute_here = tasks.execute_here
 
     def recorded(task, folder, sandboxed):  # in the executor: forked after this patch
-        (pids / os.path.basename(os.path.dirname(folder))).write_text(str(os.getpid()))
+        hits = remote.forbidden_names.cache_info().hits
+        tests = [task["instructor"]["sources"][name] for name in task["instructor"]["tests"]]
+        for source in tests:
+            remote.forbidden_names(source)
+        read = remote.forbidden_names.cache_info().hits - hits == len(tests) > 0
+        (pids / os.path.basename(os.path.dirname(folder))).write_text(f"{os.getpid()} {read}")
         if "/dies/" in folder:
             os._exit(1)
         return execute_here(task, folder, sandboxed)
@@ -61,8 +68,10 @@ def test_a_local_run_executes_in_its_executors_and_one_that_dies_fails_only_its_
     outcomes = {o.student: o for o in commands.grade_submissions(
         nbgrader_config(root), [("a", s) for s in students], jobs=2, warn=lambda _: None)}
 
-    ran = {p.name: int(p.read_text()) for p in pids.iterdir()}
+    ran = {p.name: int(p.read_text().split()[0]) for p in pids.iterdir()}
     assert set(ran) == set(students) and os.getpid() not in ran.values(), "every execution is an executor's"
+    assert all(p.read_text().endswith(" True") for p in pids.iterdir()), \
+        "the grader read the test cells' forbidden names before it forked its executors"
     assert len(set(ran.values())) == 2, "two jobs: two executors"
     assert outcomes["dies"].status == Status.FAILED and "评分失败" in outcomes["dies"].reason
     for sid in ("s1", "s3", "s4"):

@@ -6,7 +6,9 @@ of a submission flagged for review, and only then move the result into the autog
 grades that submission again. An unchanged submission with a record keeps its grade (and its manual grades).
 """
 import copy
+import functools
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -37,7 +39,7 @@ from ..isolation.preload import PreloadedProvisioner, preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
 from ..protocol import probe
 from ..records import Record
-from . import diagnosis, ta_view
+from . import diagnosis, execution, ta_view
 from .cluster import Cluster, Workers
 from .execution import EXECUTING, RESULT, TURN, WORKERS, CourseExecute
 from .executors import Executors
@@ -260,8 +262,13 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
     gc.freeze()  # what the run finds (the modules it imported) is left out of the full garbage collections it makes
     gc.set_threshold(*GC_THRESHOLD)
     try:
-        # while the preloading process imports, the grader runs what diagnosing its failed tests will need
-        prepare = diagnosis.preparation(cfg.CourseExecute.course_root, dict.fromkeys(i.assignment for i in intakes))
+        # while the preloading process imports, the grader reads the test cells' forbidden names, which each
+        # kernel's start needs (its executors, forked later, find them read), then runs what diagnosing its failed
+        # tests will need
+        assignments = dict.fromkeys(i.assignment for i in intakes)
+        names: list[Callable[[], object]] = [
+            functools.partial(execution.read_forbidden_names, cfg.CourseDirectory.db_url, a) for a in assignments]
+        prepare = itertools.chain(names, diagnosis.preparation(cfg.CourseExecute.course_root, assignments))
         with preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if preload and not cluster else nullcontext(), \
                 local_executors(cfg, jobs, sandbox is not None) if preload and not cluster else nullcontext() as here, \
                 EXECUTING.limited(max(1, jobs)), ThreadPoolExecutor(max_workers=threads) as pool:

@@ -175,6 +175,23 @@ class Instructor:
                 if cell.cell_type == "code" and not self.is_instructors(cell)]
 
 
+def read_forbidden_names(db_url: str, assignment: str) -> None:
+    """Read the names each test cell of `assignment` may forbid, as each kernel's start needs them
+    (`remote.Session.watched_paths`; `remote.forbidden_names` keeps them): done once in the grader, before it forks
+    its executors, rather than once in each executor. Only speed is lost where it fails: each submission's grading
+    reads the gradebook again, and says what is wrong."""
+    try:
+        with Gradebook(db_url) as gb:
+            for notebook in gb.find_assignment(assignment).notebooks:
+                tests = {c.name for c in notebook.grade_cells if c.cell_type == "code"} - \
+                    {c.name for c in notebook.solution_cells}
+                for cell in notebook.source_cells:
+                    if cell.name in tests:
+                        remote.forbidden_names(cell.source)
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
 def review(result: SubmissionResult, nb: NotebookNode, instructor: Instructor) -> None:
     """Fill `result` with the review holds of the student's code, the test cells each could affect (those that
     run after it), and the notes."""
