@@ -46,7 +46,7 @@ def free_port() -> int:
 
 class Browser:
     """One headless Chromium page. `requests` lists every URL the page asked for; `dialogs` every alert,
-    confirm or prompt a page opened (a script that ran)."""
+    confirm, prompt or "leave this page?" a page opened (a script that ran)."""
 
     def __init__(self, executable: str | None = None, viewport: tuple[int, int] = VIEWPORT) -> None:
         from playwright.sync_api import sync_playwright
@@ -72,7 +72,12 @@ class Browser:
 
     def _dialog(self, dialog: "Dialog") -> None:
         self.dialogs.append(dialog.message)
-        dialog.dismiss()
+        # "Leave this page?" (JupyterLab, with changes not yet saved) is accepted, as Playwright does without a
+        # handler (microsoft/playwright#8770): dismissed, it cancels the next `goto` (net::ERR_ABORTED)
+        if dialog.type == "beforeunload":
+            dialog.accept()
+        else:
+            dialog.dismiss()
 
     def wait(self, seconds: float) -> None:
         """Real time passes (pages with MathJax or a RISE kernel need it); events are still handled."""
