@@ -1,4 +1,4 @@
-"""Offline HTML slides, looked at in a real browser (headless Chromium)."""
+"""Offline HTML slides, looked at in a real browser (headless Chromium); and how that browser leaves a page."""
 import re
 
 import pytest
@@ -44,3 +44,16 @@ def test_slides_render_offline_in_chromium(slide_files, tmp_path):
             assert broken == [], f"{html.name}: images not loaded: {broken}"
             assert title, f"{html.name}: no title slide"
             assert remote == [], f"{html.name}: network requests {remote[:5]}"
+
+
+def test_a_page_that_asks_before_it_is_left_lets_the_next_page_load(tmp_path):
+    """JupyterLab asks "leave this page?" while its status is dirty: Browser leaves, as a person would, so the next
+    page opens (dismissing the question cancels that navigation: net::ERR_ABORTED)."""
+    asking, nxt = tmp_path / "asking.html", tmp_path / "next.html"
+    asking.write_text("<button>x</button><script>addEventListener('beforeunload', e => e.preventDefault())</script>")
+    nxt.write_text("<title>next</title>")
+    with Browser() as browser:
+        browser.open(asking.as_uri(), settle=0.2)
+        browser.page.click("button")  # Chromium asks only a page the user has touched
+        browser.open(nxt.as_uri(), settle=0.2)
+        assert browser.page.title() == "next" and browser.dialogs == [""], browser.dialogs

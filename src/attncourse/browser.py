@@ -72,7 +72,7 @@ class Browser:
 
     def _dialog(self, dialog: "Dialog") -> None:
         self.dialogs.append(dialog.message)
-        # "Leave this page?" (JupyterLab, with changes not yet saved) is accepted, as Playwright does without a
+        # "Leave this page?" (JupyterLab asks while its status is dirty) is accepted, as Playwright does without a
         # handler (microsoft/playwright#8770): dismissed, it cancels the next `goto` (net::ERR_ABORTED)
         if dialog.type == "beforeunload":
             dialog.accept()
