@@ -182,12 +182,11 @@ def read_forbidden_names(db_url: str, assignment: str) -> None:
     reads the gradebook again, and says what is wrong."""
     try:
         with Gradebook(db_url) as gb:
-            for notebook in gb.find_assignment(assignment).notebooks:
-                tests = {c.name for c in notebook.grade_cells if c.cell_type == "code"} - \
-                    {c.name for c in notebook.solution_cells}
-                for cell in notebook.source_cells:
-                    if cell.name in tests:
-                        remote.forbidden_names(cell.source)
+            notebooks = [notebook.name for notebook in gb.find_assignment(assignment).notebooks]
+        for notebook in notebooks:
+            instructor = Instructor.from_gradebook(db_url, notebook, assignment)
+            for name in instructor.tests:
+                remote.forbidden_names(instructor.sources[name])
     except Exception:  # noqa: BLE001 - see above
         pass
 
