@@ -36,6 +36,11 @@ INTERNALS = [
      "grading/intake/staging.py keeps the last of duplicated cells, as this does", "DEDUP"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_score",
      "grading/records.py hold sets needs_manual_grade and sets the auto score aside after this ran", "SAVE"),
+    ("attncourse.grading.gradebook_engines:_nbgrader_open",  # nbgrader.api's Gradebook.__init__, before share_engines
+     "nbgrader's Gradebook.__init__: grading/gradebook_engines.py _open opens a gradebook whose tables are there as "
+     "this does, without create_all", "GRADEBOOK_OPEN"),
+    ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades.preprocess",
+     "grading/run/autograde.py CourseSaveAutoGrades does what this does, in one transaction", "SAVE_NOTEBOOK"),
     ("nbgrader.utils:determine_grade",
      "grading/run/execution.py writes a test cell's verdict as no output (pass) or one error (fail)", "DETERMINE"),
     ("nbclient.client:NotebookClient.output", "grading/run/execution.py CourseExecute.output caps output bytes", "OUTPUT"),
@@ -248,6 +253,8 @@ FINGERPRINTS = {
     "TASKS": "479e921aed437e9f",
     "DEDUP": "ee5f39e017935a9d",
     "SAVE": "ee891a8fe3657ce7",
+    "GRADEBOOK_OPEN": "c60c420276e8355e",
+    "SAVE_NOTEBOOK": "edef3c387d5c104a",
     "DETERMINE": "f97b74436f014b62",
     "OUTPUT": "8ac7ba61fc598f51",
     "EXECUTE_CELL": "366a0d406d758da2",
@@ -373,20 +380,23 @@ def test_the_formgrader_files_the_course_copies_or_wraps_are_unchanged(path):
 
 def test_autograde_runs_nbgraders_execute_step():
     """grading/run/autograde.py replaces, in Autograde's default steps, `Execute` by CourseExecute, `OverwriteCells`
-    by CourseOverwriteCells and `CheckCellMetadata` by CourseCheckCellMetadata, and nothing else."""
+    by CourseOverwriteCells, `CheckCellMetadata` by CourseCheckCellMetadata and `SaveAutoGrades` by
+    CourseSaveAutoGrades, and nothing else."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import CheckCellMetadata, Execute, OverwriteCells
+    from nbgrader.preprocessors import CheckCellMetadata, Execute, OverwriteCells, SaveAutoGrades
 
     from attncourse.grading.course import nbgrader_config
-    from attncourse.grading.run.autograde import CourseCheckCellMetadata, CourseOverwriteCells, grading_config
+    from attncourse.grading.run import autograde
     from attncourse.grading.run.execution import CourseExecute
 
     from conftest import ROOT
-    ours = {Execute: CourseExecute, OverwriteCells: CourseOverwriteCells, CheckCellMetadata: CourseCheckCellMetadata}
-    config = grading_config(nbgrader_config(ROOT))
-    for name, replaced in (("autograde_preprocessors", Execute), ("sanitize_preprocessors", OverwriteCells)):
+    ours = {Execute: CourseExecute, OverwriteCells: autograde.CourseOverwriteCells,
+            CheckCellMetadata: autograde.CourseCheckCellMetadata, SaveAutoGrades: autograde.CourseSaveAutoGrades}
+    config = autograde.grading_config(nbgrader_config(ROOT))
+    for name, replaced in (("autograde_preprocessors", (Execute, SaveAutoGrades)),
+                           ("sanitize_preprocessors", (OverwriteCells,))):
         steps = Autograde.class_traits()[name].default()
-        assert steps.count(replaced) == 1 and steps.count(CheckCellMetadata) == 1, (
+        assert all(steps.count(step) == 1 for step in replaced) and steps.count(CheckCellMetadata) == 1, (
             f"Autograde's {name} changed: {steps}; review grading_config")
         assert config.Autograde[name] == [ours.get(step, step) for step in steps]
 
@@ -462,6 +472,40 @@ def test_gradebooks_of_one_database_share_an_engine_and_see_a_replaced_file(tmp_
     with Gradebook(url) as gb:
         assert gb.engine is first
         assert [s.id for s in gb.students] == []
+
+
+def test_a_gradebook_whose_tables_are_there_opens_without_the_schema_pass(tmp_path):
+    """nbgrader's Gradebook asks about each table as it opens; with share_engines, an open that finds every table
+    asks once, and a new database still gets them all."""
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+
+    from attncourse.grading import gradebook_engines
+    gradebook_engines.share_engines()
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gb:  # a new database: nbgrader creates its tables
+        gb.add_student("s1")
+        engine = gb.engine
+    statements = []
+
+    def count(*args):
+        statements.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for init in (gradebook_engines._nbgrader_open, gradebook_engines._open):
+            statements.clear()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(nbgrader.api.Gradebook, "__init__", init)
+                with Gradebook(url) as gb:
+                    assert [s.id for s in gb.students] == ["s1"]
+            counted = len(statements)
+            if init is gradebook_engines._nbgrader_open:
+                nbgraders = counted
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert counted + 10 <= nbgraders, (counted, nbgraders)
 
 
 def test_graded_kernels_use_the_course_kernel_manager():

@@ -391,6 +391,41 @@ def test_the_log_reports_an_edited_test_cell_and_not_one_left_as_released(small,
         assert ("'checksum' for cell test_double has changed" in caplog.text) == warned, caplog.text
 
 
+def test_a_notebooks_autograded_scores_are_saved_in_one_commit(small):
+    """nbgrader's SaveAutoGrades commits after each graded or answer cell; the course's commits once per notebook
+    (besides the commit nbgrader's Gradebook makes as it opens), and saves the same scores and comments."""
+    from nbgrader.preprocessors import SaveAutoGrades
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session
+    root, cfg = small
+    db = cfg.CourseDirectory.db_url
+    nb = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
+    nb.cells[2].outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="", traceback=[])]
+    commits, saved = {}, {}
+
+    for step in (SaveAutoGrades, autograde.CourseSaveAutoGrades):
+        sid = str(next(STUDENTS))
+        with Gradebook(db) as gb:
+            gb.update_or_create_student(sid)
+            gb.add_submission("a", sid)
+
+        def count(session, step=step):
+            commits[step] = commits.get(step, 0) + 1
+
+        event.listen(Session, "after_commit", count)
+        try:
+            step().preprocess(nbformat.from_dict(nb), {"nbgrader": {"notebook": "work", "assignment": "a",
+                                                                    "student": sid, "db_url": db}})
+        finally:
+            event.remove(Session, "after_commit", count)
+        with Gradebook(db) as gb:
+            test, why = gb.find_grade("test_double", "work", "a", sid), gb.find_grade("why", "work", "a", sid)
+            saved[step] = (test.auto_score, test.needs_manual_grade, why.auto_score, why.needs_manual_grade,
+                           gb.find_comment("double", "work", "a", sid).auto_comment)
+    assert commits[autograde.CourseSaveAutoGrades] == 2 < commits[SaveAutoGrades]
+    assert saved[autograde.CourseSaveAutoGrades] == saved[SaveAutoGrades] == (0, False, 0, False, "No response.")
+
+
 # --- real kernels: student code that writes to its kernel's sockets, graded beside an honest notebook ---------
 
 def _hostile():
@@ -458,6 +493,18 @@ def test_a_cell_whose_reply_never_comes_while_the_kernel_is_free_is_counted_and_
     nb, failed, result = _grade(tmp_path, LOST_REPLY, timeout=3, interrupt_grace=2)
     assert result.failure == "" and failed == {} and result.held == {"test_double"}
     assert any("单元格 double：内核的消息无法读取或缺失" in f and "shell 通道 1 条" in f for f in result.flags), result.flags
+
+
+@pytest.mark.slow  # a kernel
+def test_a_students_error_is_kept_as_python_shows_it(tmp_path):
+    """A grading kernel formats a student's error as Python does (the cell, the line, the exception), without
+    IPython's highlighted context lines, which took 30 ms an error; formgrader shows it to the TA."""
+    nb, _, result = _grade(tmp_path, "def broken():\n    raise ValueError('第二行出错')\n\n\nbroken()\n")
+    assert result.failure == ""
+    [error] = [out for out in nb.cells[1].outputs if out.output_type == "error"]
+    text = "\n".join(error.traceback)
+    assert "Cell \x1b[1;32mIn[" in text and "line 2" in text and "ValueError" in text and "第二行出错" in text, text
+    assert "---->" not in text and len(text) < 1000, text
 
 
 @pytest.mark.slow  # a3 graded in an ordinary kernel

@@ -271,7 +271,11 @@ def op_start(chars: int, address: str, witness_key: str, watched: list[str]) -> 
         importlib.import_module(module)   # here, not under the notebook's cells (ctypes.dlopen, as the watch sees it)
     witness.install(bytes.fromhex(witness_key), watched)
     _limit_output(chars)
-    kernel = get_ipython().kernel
+    shell = get_ipython()
+    # a student's error is shown as Python shows it, not with IPython's highlighted context lines, which cost
+    # 30 ms an error (pygments, and inspect.getmodule over every loaded module); only formgrader shows them
+    shell.InteractiveTB.set_mode("Plain")
+    kernel = shell.kernel
     socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
     socket.linger = 0
     socket.bind(address)

@@ -24,9 +24,10 @@ from typing import Any
 
 import torch
 from nbformat import NotebookNode
+from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
 from nbgrader.nbgraderformat import MetadataValidator, ValidationError
-from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, OverwriteCells
+from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
 from traitlets.config import Config
 
 from .. import records
@@ -110,6 +111,27 @@ class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader ha
         super().report_change(name, attr, old, new)
 
 
+class CourseSaveAutoGrades(SaveAutoGrades):  # type: ignore[misc]  # nbgrader has no type information
+    """nbgrader's SaveAutoGrades in one transaction per notebook, not one per graded or answer cell (each a SQLite
+    commit with its fsync, or a PostgreSQL round trip): a notebook's grades are saved all together or, on an error,
+    not at all."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        info = resources["nbgrader"]
+        self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
+        self.student_id, self.db_url = info["student"], info["db_url"]
+        self.gradebook = Gradebook(self.db_url)
+        with self.gradebook:
+            session = self.gradebook.db
+            session.commit = lambda: None  # nbgrader's commit after each cell (the session flushes before a query)
+            try:
+                nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)  # each cell, as nbgrader's
+            finally:
+                del session.commit
+            session.commit()
+        return nb, resources
+
+
 class _SeenMetadataValidator(MetadataValidator):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's metadata check of a cell, once for each distinct cell type and nbgrader metadata: jsonschema
     checks the schema itself again on each call (0.03 s of the grader's time per notebook), and nbgrader's
@@ -145,7 +167,8 @@ def grading_config(cfg: Config) -> Config:
     """A copy of nbgrader's config whose autograde step runs test cells in the grader (`CourseExecute`), naming
     likely mistakes from the course's catalogs."""
     cfg = copy.deepcopy(cfg)
-    ours = {Execute: CourseExecute, OverwriteCells: CourseOverwriteCells, CheckCellMetadata: CourseCheckCellMetadata}
+    ours = {Execute: CourseExecute, OverwriteCells: CourseOverwriteCells, CheckCellMetadata: CourseCheckCellMetadata,
+            SaveAutoGrades: CourseSaveAutoGrades}
     for steps in ("autograde_preprocessors", "sanitize_preprocessors"):
         cfg.Autograde[steps] = [ours.get(step, step) for step in Autograde.class_traits()[steps].default()]
     cfg.NotebookExporter.optimistic_validation = True  # the notebook is validated once, not after each step
