@@ -73,44 +73,6 @@ def test_the_grader_works_while_the_preloading_process_imports(tmp_path):
     assert done == [0, 1, 2]
 
 
-FIRST_TRACEBACK = """
-import json, sys
-import pygments.lexer, stack_data.core
-from attncourse.grading.isolation import preload
-if sys.argv[1] == "warm":
-    preload._warm()
-compiled, parsed = [], []
-process, init = pygments.lexer.RegexLexerMeta.process_tokendef, stack_data.core.Source.__init__
-pygments.lexer.RegexLexerMeta.process_tokendef = lambda cls, *a: compiled.append(cls.__name__) or process(cls, *a)
-stack_data.core.Source.__init__ = lambda self, filename, lines: parsed.append(filename) or init(self, filename, lines)
-from IPython.core.interactiveshell import InteractiveShell
-InteractiveShell.instance().run_cell("def f():\\n    raise NotImplementedError()\\nf()")
-print(json.dumps({"compiled": compiled, "parsed": parsed}))
-"""
-
-
-@pytest.mark.slow
-def test_the_preloading_process_prepares_each_kernels_first_traceback():
-    """A kernel's first error in a cell cost it 0.1 s (pygments' rules compiled, IPython's own source parsed)
-    until the preloading process did that once for every kernel (`preload._warm`). Fails when IPython, stack_data
-    or pygments change how a traceback is made: then the warm-up must follow."""
-    import json
-    import subprocess
-    import sys
-
-    def first_traceback(mode):
-        run = subprocess.run([sys.executable, "-c", FIRST_TRACEBACK, mode], capture_output=True, text=True,
-                             timeout=300, check=True)
-        assert "NotImplementedError" in run.stdout, run.stdout[-2000:]
-        return json.loads(run.stdout.strip().splitlines()[-1])
-
-    cold, warm = first_traceback("cold"), first_traceback("warm")
-    assert "PythonLexer" in cold["compiled"] and any(f.endswith("interactiveshell.py") for f in cold["parsed"]), \
-        f"a cold process should compile the lexer and parse IPython's source: {cold}"
-    assert set(warm["compiled"]) <= {"MyLexer"}, f"stack_data's own lexer class, made anew for each traceback: {warm}"
-    assert not any(f.endswith("interactiveshell.py") for f in warm["parsed"]), warm
-
-
 # --- the grader reaches a kernel's sockets without following what the kernel wrote ------------------------------
 
 def test_kernel_sockets_are_opened_without_following_links(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ import base64
 import gc
 import importlib
 import json
-import linecache
 import os
 import pathlib
 import select
@@ -41,8 +40,6 @@ NAME = "attncourse-preloaded"
 PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
            "torch.nn.attention.flex_attention",  # the witness watches its functions (remote.OPERATIONS)
            "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib"]  # what a kernel imports as it starts
-# files whose source IPython reads for the traceback of an error in a cell: its own, and torch's modules
-TRACEBACK_FILES = ["IPython.core.interactiveshell", "torch.nn.modules.module", "torch.nn.functional"]
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
@@ -77,7 +74,7 @@ class Zygote:
                 raise RuntimeError("the preloading process did not start")
             step = next(steps, None)
             if step is None:
-                time.sleep(0.05)
+                time.sleep(0.005)
             else:
                 step()
 
@@ -454,26 +451,6 @@ def valid_request(request: Any) -> dict[str, Any]:
     return request
 
 
-def _warm() -> None:
-    """Do once here what each kernel would do on its own at its first error in a cell (0.1 s of its time): format
-    a traceback as IPython's shell does, which compiles pygments' lexer, and parse `TRACEBACK_FILES` (stack_data
-    parses the whole file of each frame it shows)."""
-    from IPython.core import ultratb
-    from stack_data.core import Source
-    name = "/attncourse-warm/cell.py"
-    source = "def f():\n    raise NotImplementedError()\n\n\nf()\n"
-    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-    try:
-        exec(compile(source, name, "exec"), {})  # noqa: S102 - our own lines
-    except NotImplementedError:
-        ultratb.AutoFormattedTB(mode="Context", color_scheme="Neutral", tb_offset=1).structured_traceback(
-            *sys.exc_info())
-    finally:
-        del linecache.cache[name]
-    for module in TRACEBACK_FILES:
-        Source.for_filename(str(importlib.import_module(module).__file__))
-
-
 def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
@@ -485,10 +462,6 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     gc.disable()
     for module in [*PRELOAD, *modules]:
         importlib.import_module(module)
-    try:
-        _warm()
-    except Exception:  # noqa: BLE001 - only speed is lost (each kernel does it itself); tests/test_isolation.py notices
-        pass
     gc.freeze()
     gc.enable()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped as they exit
