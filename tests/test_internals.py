@@ -36,6 +36,9 @@ INTERNALS = [
      "grading/intake/staging.py keeps the last of duplicated cells, as this does", "DEDUP"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_score",
      "grading/records.py hold sets needs_manual_grade and sets the auto score aside after this ran", "SAVE"),
+    ("ipykernel.ipkernel:IPythonKernel.__init__",
+     "grading/isolation/forked_kernel.py ForkedKernel.__init__ is a copy of it less the debugger's module list",
+     "KERNEL_INIT"),
     ("attncourse.grading.gradebook_engines:_nbgrader_open",  # nbgrader.api's Gradebook.__init__, before share_engines
      "nbgrader's Gradebook.__init__: grading/gradebook_engines.py _open opens a gradebook whose tables are there as "
      "this does, without create_all", "GRADEBOOK_OPEN"),
@@ -253,6 +256,7 @@ FINGERPRINTS = {
     "TASKS": "479e921aed437e9f",
     "DEDUP": "ee5f39e017935a9d",
     "SAVE": "ee891a8fe3657ce7",
+    "KERNEL_INIT": "943995af8385790e",
     "GRADEBOOK_OPEN": "c60c420276e8355e",
     "SAVE_NOTEBOOK": "edef3c387d5c104a",
     "DETERMINE": "f97b74436f014b62",

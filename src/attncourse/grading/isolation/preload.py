@@ -37,9 +37,9 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
-PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
+PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline", "ipykernel.ipkernel",
            "torch.nn.attention.flex_attention",  # the witness watches its functions (remote.OPERATIONS)
-           "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib"]  # what a kernel imports as it starts
+           f"{__package__}.forked_kernel", "ipykernel.debugger", "IPython.core.completerlib"]  # what a kernel imports as it starts
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
@@ -354,7 +354,9 @@ def _become_kernel(request: dict[str, Any]) -> NoReturn:
         if sys.path and sys.path[0] in ("", os.getcwd()):
             sys.path.pop(0)  # as ipykernel_launcher does; IPython puts the kernel's cwd back
         from ipykernel.kernelapp import IPKernelApp
-        app = IPKernelApp.instance()
+
+        from .forked_kernel import ForkedKernel
+        app = IPKernelApp.instance(kernel_class=ForkedKernel)
         app.initialize(request["argv"])
         app.start()
     finally:
