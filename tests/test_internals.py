@@ -463,6 +463,19 @@ def test_the_witness_finds_the_sdpa_kernels_it_replaces():
     assert callable(torch._C._dispatch_library) and torch.backends.mha.get_fastpath_enabled() in (True, False)
 
 
+def test_the_witness_reads_every_operator_it_replaces_as_it_is_imported():
+    """grading/protocol/witness.py lists the operators whose kernels it replaces as it is imported (`OPERATORS`),
+    not as each kernel installs it: no operator of the family may appear later, when a kernel has imported what it
+    imports before the watch (`IMPORTED_FIRST`)."""
+    import importlib
+
+    from attncourse.grading.protocol import witness
+    for module in witness.IMPORTED_FIRST:
+        importlib.import_module(module)
+    assert witness.OPERATORS == witness._operators()
+    assert "scaled_dot_product_attention" in dict(witness.OPERATORS), witness.OPERATORS
+
+
 def test_gradebooks_of_one_database_share_an_engine_and_see_a_replaced_file(tmp_path):
     from nbgrader.api import Gradebook
 

@@ -410,6 +410,22 @@ def _watch_functions(paths: Iterable[str], g: dict[str, Any]) -> dict[str, tuple
     return table
 
 
+def _operators() -> list[tuple[str, tuple[str, ...]]]:
+    """[(name, the `KEYS` it has a kernel at)] of the aten operators of `FAMILY`, backward ones aside."""
+    found = []
+    for qualified in torch._C._dispatch_get_all_op_names():
+        name = qualified.partition("::")[2]
+        if qualified.startswith("aten::") and "backward" not in name and any(f in name for f in FAMILY):
+            found.append((name, tuple(key for key in KEYS
+                                      if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key))))
+    return found
+
+
+# read as this module is imported (torch registers its aten operators as it is imported): by the preloading process
+# once for every kernel it forks, where each kernel took 5 ms and 1,200 page faults to read the dispatcher's names
+OPERATORS = _operators()
+
+
 def install(key: bytes, paths: Iterable[str] = ()) -> None:
     """Install the witness in this process (once): the dispatcher's kernels, the reports of the functions at
     `paths` (dotted, as `remote.Session.watched_paths` gives them), the audit hook. Call before any of the
@@ -443,16 +459,12 @@ def install(key: bytes, paths: Iterable[str] = ()) -> None:
         g[function.__name__] = types.FunctionType(function.__code__, g, function.__name__, function.__defaults__)
     torch.backends.mha.set_fastpath_enabled(False)  # nn.MultiheadAttention through its Python code, not a fused kernel
     library = torch._C._dispatch_library("IMPL", "aten", "")
-    for qualified in torch._C._dispatch_get_all_op_names():
-        name = qualified.partition("::")[2]
-        if not qualified.startswith("aten::") or "backward" in name or not any(f in name for f in FAMILY):
-            continue
+    for name, dispatch_keys in OPERATORS:
         base = name.partition(".")[0]
         kernel = (_kernel(_sdpa) if base == COMPUTED[0] else _kernel(_sdpa_math) if base == COMPUTED[1]
                   else _kernel(_fused, _name=name))
-        for dispatch_key in KEYS:
-            if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, dispatch_key):
-                library.impl(name, dispatch_key, kernel)
+        for dispatch_key in dispatch_keys:
+            library.impl(name, dispatch_key, kernel)
     g["LIBRARY"] = library  # the registrations last as long as the process
     sys.addaudithook(g["_hook"])
 
