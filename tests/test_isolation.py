@@ -40,19 +40,21 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
 def test_a_preloaded_kernel_collects_its_own_garbage_only_and_lists_no_modules(tmp_path):
     """The zygote imports with the garbage collector off and freezes what it made (`preload.serve`): a kernel
     forked from it must have the collector on again, and the zygote's objects frozen, out of its collections. Its
-    kernel is a ForkedKernel, which did not list every module's file for a debugger (isolation/forked_kernel.py)."""
+    kernel is a ForkedKernel, which did not list every module's file for a debugger, and it keeps its history in
+    memory (isolation/forked_kernel.py)."""
     from nbclient import NotebookClient
 
     from attncourse.grading.isolation import preload
     nb = new_notebook(cells=[new_code_cell(
         "import gc\nk = get_ipython().kernel\n"
-        "print(gc.isenabled(), gc.get_freeze_count(), type(k).__name__, hasattr(k, '_kernel_modules'))")])
+        "print(gc.isenabled(), gc.get_freeze_count(), type(k).__name__, hasattr(k, '_kernel_modules'), "
+        "k.shell.history_manager.enabled, len(In))")])
     with preload.preloaded_kernels(print):
         NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    enabled, frozen, kernel, listed = nb.cells[0].outputs[0].text.split()
+    enabled, frozen, kernel, listed, history, inputs = nb.cells[0].outputs[0].text.split()
     assert enabled == "True", "the kernel's garbage collector is off"
     assert int(frozen) > 100_000, f"only {frozen} of the zygote's objects were frozen"
-    assert (kernel, listed) == ("ForkedKernel", "False"), (kernel, listed)
+    assert (kernel, listed, history, inputs) == ("ForkedKernel", "False", "False", "2"), (kernel, listed, history, inputs)
 
 
 def test_the_grader_works_while_the_preloading_process_imports(tmp_path):

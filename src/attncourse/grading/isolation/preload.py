@@ -353,12 +353,8 @@ def _become_kernel(request: dict[str, Any]) -> NoReturn:
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
         if sys.path and sys.path[0] in ("", os.getcwd()):
             sys.path.pop(0)  # as ipykernel_launcher does; IPython puts the kernel's cwd back
-        from ipykernel.kernelapp import IPKernelApp
-
-        from .forked_kernel import ForkedKernel
-        app = IPKernelApp.instance(kernel_class=ForkedKernel)
-        app.initialize(request["argv"])
-        app.start()
+        from . import forked_kernel
+        forked_kernel.run(request["argv"])
     finally:
         os._exit(0)
 
