@@ -13,7 +13,7 @@ from attncourse.grading.isolation.sandbox import BLOCK, UidBlock
 from attncourse.grading.model import Status
 from attncourse.grading.protocol import remote
 from attncourse.grading.release import student_version as release
-from attncourse.grading.run import tasks
+from attncourse.grading.run import execution, tasks
 
 from conftest import ROOT, small_source_notebook
 
@@ -65,8 +65,13 @@ def test_a_local_run_executes_in_its_executors_and_one_that_dies_fails_only_its_
         return execute_here(task, folder, sandboxed)
 
     monkeypatch.setattr(tasks, "execute_here", recorded)
+    read_instructors = []
+    from_gradebook = execution.Instructor.from_gradebook.__func__
+    monkeypatch.setattr(execution.Instructor, "from_gradebook", classmethod(
+        lambda cls, *key: read_instructors.append(key) or from_gradebook(cls, *key)))
     outcomes = {o.student: o for o in commands.grade_submissions(
         nbgrader_config(root), [("a", s) for s in students], jobs=2, warn=lambda _: None)}
+    assert len(read_instructors) == 1, f"the notebook's instructor cells are read once per run: {read_instructors}"
 
     ran = {p.name: int(p.read_text().split()[0]) for p in pids.iterdir()}
     assert set(ran) == set(students) and os.getpid() not in ran.values(), "every execution is an executor's"

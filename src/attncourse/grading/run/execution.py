@@ -175,16 +175,43 @@ class Instructor:
                 if cell.cell_type == "code" and not self.is_instructors(cell)]
 
 
+class _Instructors:
+    """The Instructor of each notebook, read from the gradebook once per grading run (`during`: its test cells
+    do not change while it runs) rather than once per submission; outside a run, read each time."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str], Instructor] | None = None
+
+    @contextmanager
+    def during(self) -> Iterator[None]:
+        self._found = {}
+        try:
+            yield
+        finally:
+            self._found = None
+
+    def get(self, db_url: str, notebook: str, assignment: str) -> Instructor:
+        found, key = self._found, (db_url, notebook, assignment)
+        if found is None:
+            return Instructor.from_gradebook(*key)
+        if key not in found:
+            found[key] = Instructor.from_gradebook(*key)
+        return found[key]
+
+
+INSTRUCTORS = _Instructors()
+
+
 def read_forbidden_names(db_url: str, assignment: str) -> None:
-    """Read the names each test cell of `assignment` may forbid, as each kernel's start needs them
-    (`remote.Session.watched_paths`; `remote.forbidden_names` keeps them): done once in the grader, before it forks
-    its executors, rather than once in each executor. Only speed is lost where it fails: each submission's grading
-    reads the gradebook again, and says what is wrong."""
+    """Read each notebook's Instructor (`INSTRUCTORS`) and the names each test cell of `assignment` may forbid, as
+    each kernel's start needs them (`remote.Session.watched_paths`; `remote.forbidden_names` keeps them): done once
+    in the grader, before it forks its executors, rather than once in each executor. Only speed is lost where it
+    fails: each submission's grading reads the gradebook again, and says what is wrong."""
     try:
         with Gradebook(db_url) as gb:
             notebooks = [notebook.name for notebook in gb.find_assignment(assignment).notebooks]
         for notebook in notebooks:
-            instructor = Instructor.from_gradebook(db_url, notebook, assignment)
+            instructor = INSTRUCTORS.get(db_url, notebook, assignment)
             for name in instructor.tests:
                 remote.forbidden_names(instructor.sources[name])
     except Exception:  # noqa: BLE001 - see above
@@ -239,7 +266,7 @@ class CourseExecute(QuietKernel, Execute):  # type: ignore[misc]  # nbgrader has
                    km: KernelManager | None = None) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
         self.result = resources.get(RESULT) or SubmissionResult()
-        instructor = Instructor.from_gradebook(info["db_url"], info["notebook"], info["assignment"])
+        instructor = INSTRUCTORS.get(info["db_url"], info["notebook"], info["assignment"])
         diagnoser = diagnosis.unit(self.course_root, info["assignment"]) if self.course_root else None
         if diagnoser is None and self.course_root and diagnosis.catalog_path(self.course_root,
                                                                              info["assignment"]).is_file():
