@@ -39,9 +39,6 @@ INTERNALS = [
     ("ipykernel.ipkernel:IPythonKernel.__init__",
      "grading/isolation/forked_kernel.py ForkedKernel.__init__ is a copy of it less the debugger's module list",
      "KERNEL_INIT"),
-    ("attncourse.grading.gradebook_engines:_nbgrader_open",  # nbgrader.api's Gradebook.__init__, before share_engines
-     "nbgrader's Gradebook.__init__: grading/gradebook_engines.py _open opens a gradebook whose tables are there as "
-     "this does, without create_all", "GRADEBOOK_OPEN"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades.preprocess",
      "grading/run/autograde.py CourseSaveAutoGrades does what this does, in one transaction", "SAVE_NOTEBOOK"),
     ("nbgrader.utils:determine_grade",
@@ -79,8 +76,10 @@ INTERNALS = [
      "grading/run/execution.py CourseKernelManager: a killed kernel is waited for through _async_wait", "KM_KILL"),
     ("nbgrader.preprocessors.execute:Execute.__init__",
      "grading/run/execution.py CourseExecute passes its kernel manager class as nbgrader's does", "EXECUTE_INIT"),
-    ("nbgrader.api:Gradebook.__init__",
-     "grading/gradebook_engines.py: each Gradebook gets its engine from nbgrader.api's `create_engine`", "GB_INIT"),
+    ("attncourse.grading.gradebook_engines:_nbgrader_open",  # nbgrader.api's Gradebook.__init__, before share_engines
+     "nbgrader's Gradebook.__init__: in grading/gradebook_engines.py each Gradebook gets its engine from nbgrader.api's "
+     "`create_engine`, and `_open` opens a gradebook whose tables are there as this does, without create_all",
+     "GB_INIT"),
     ("nbgrader.api:Gradebook.close",
      "grading/gradebook_engines.py: closing a Gradebook disposes of its engine's pool (no connection outlives it)",
      "GB_CLOSE"),
@@ -257,7 +256,6 @@ FINGERPRINTS = {
     "DEDUP": "ee5f39e017935a9d",
     "SAVE": "ee891a8fe3657ce7",
     "KERNEL_INIT": "943995af8385790e",
-    "GRADEBOOK_OPEN": "c60c420276e8355e",
     "SAVE_NOTEBOOK": "edef3c387d5c104a",
     "DETERMINE": "f97b74436f014b62",
     "OUTPUT": "8ac7ba61fc598f51",
