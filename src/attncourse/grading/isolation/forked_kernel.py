@@ -45,7 +45,6 @@ class ForkedKernel(IPythonKernel):
             self.shell_handlers[msg_type] = getattr(self.comm_manager, msg_type)
 
 
-
 def run(argv: list[str]) -> None:
     """Start the kernel of a connection file, as `python -m ipykernel_launcher ARGV` does, and serve until it ends."""
     app = IPKernelApp.instance(kernel_class=ForkedKernel, config=Config({"HistoryManager": {"enabled": False}}))

@@ -37,9 +37,10 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from . import sandbox as sandboxes
 
 NAME = "attncourse-preloaded"
-PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline", "ipykernel.ipkernel",
+PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
            "torch.nn.attention.flex_attention",  # the witness watches its functions (remote.OPERATIONS)
-           f"{__package__}.forked_kernel", "ipykernel.debugger", "IPython.core.completerlib"]  # what a kernel imports as it starts
+           # what a kernel imports as it starts
+           "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib", f"{__package__}.forked_kernel"]
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>

@@ -292,9 +292,10 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
         names: list[Callable[[], object]] = [
             functools.partial(execution.read_forbidden_names, cfg.CourseDirectory.db_url, a) for a in assignments]
         prepare = itertools.chain(names, diagnosis.preparation(cfg.CourseExecute.course_root, assignments))
+        local = preload and not cluster
         with execution.INSTRUCTORS.during(), \
-                preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if preload and not cluster else nullcontext(), \
-                local_executors(cfg, jobs, sandbox is not None) if preload and not cluster else nullcontext() as here, \
+                preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if local else nullcontext(), \
+                local_executors(cfg, jobs, sandbox is not None) if local else nullcontext() as here, \
                 EXECUTING.limited(max(1, jobs)), ThreadPoolExecutor(max_workers=threads) as pool:
             futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None,
                                    workers or here): (intake.assignment, intake.student) for intake in intakes}
