@@ -87,8 +87,9 @@ class Browser:
         self.page.goto(url)
         self.wait(settle)
 
-    def evaluate(self, expression: str) -> Any:
-        return self.page.evaluate(expression)
+    def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """The value of a JavaScript expression, or of a function called with `arg`."""
+        return self.page.evaluate(expression, arg)
 
     def screenshot(self, path: str | os.PathLike[str]) -> Path:
         self.page.screenshot(path=str(path))

@@ -103,9 +103,21 @@ SHAPE_JS = ("JSON.stringify([...document.querySelectorAll('.reveal .slides > sec
             ".map(s => Math.max(1, s.querySelectorAll(':scope > section').length)))")
 # Measure once the slide has settled: the offline slides typeset their formulas with MathJax 2 when a slide is
 # shown (RISE typesets them all at load), so wait until every formula is rendered and two measurements agree.
-MEASURE_JS = r"""(async () => {
-  const stack = document.querySelector('.reveal .slides > section.present');
-  const slide = stack.querySelector(':scope > section.present') || stack;
+MEASURE_JS = r"""async ([h, v]) => {
+  // Open slide h/v with all its fragments shown (`#/h/v/99`) and wait until it is the one shown. RISE rewrites
+  // the hash of the slide it shows; a rewrite for the last slide can land after ours and undo it, so set it again.
+  const shown = () => {
+    const stack = document.querySelectorAll('.reveal .slides > section')[h];
+    const slide = stack && (stack.querySelectorAll(':scope > section')[v] || stack);
+    return slide && stack.classList.contains('present') && slide.classList.contains('present')
+           && !slide.querySelector('.fragment:not(.visible)') ? slide : null;
+  };
+  for (let i = 0; i < 200 && !(i && shown()); i++) {
+    if (i % 20 === 0) location.hash = `#/${h}/${v}/99`;
+    await new Promise(done => setTimeout(done, 25));
+  }
+  const slide = shown();
+  if (!slide) throw new Error(`slide ${h}/${v} was not shown after 5 s`);
   const frame = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   // How far past its right edge is `el` drawn: past the screen, or past a box that clips or scrolls it?
   const cut = (el, rects) => {
@@ -159,7 +171,7 @@ MEASURE_JS = r"""(async () => {
   return JSON.stringify({title: heading ? heading.innerText.replace("¶", "").replace(/\s+/g, " ").trim() : "", ...(now || measure()),
                          width: window.innerWidth, viewport: window.innerHeight,
                          frame: document.querySelector('.reveal .slides').getBoundingClientRect().height});
-})()"""
+}"""
 
 
 # The smallest text legible from the back row of a lecture hall, in screen px at 1280×800 (issue 28).
@@ -224,17 +236,15 @@ def open_deck(browser: "Browser", url: str, timeout: float = 90) -> None:
     browser.wait(1)
 
 
-def walk(browser: "Browser", url: str, deck: str, shots: PathLike | None = None, failing_only: bool = False,
-         settle: float = 0.05) -> list["SlideFit"]:
+def walk(browser: "Browser", url: str, deck: str, shots: PathLike | None = None,
+         failing_only: bool = False) -> list["SlideFit"]:
     """Visit every slide of the deck at `url` with its fragments shown; returns a `SlideFit` per slide and,
     with `shots` (a folder), saves a screenshot `<deck>-<h>-<v>.png` of each (or of each that does not fit)."""
     open_deck(browser, url)
     fits: list[SlideFit] = []
     for h, count in enumerate(json.loads(browser.evaluate(SHAPE_JS))):
         for v in range(count):
-            browser.evaluate(f"location.hash = '#/{h}/{v}/99'")  # 99: past the last fragment
-            browser.wait(settle)
-            fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS))))
+            fits.append(SlideFit(deck, h, v, **json.loads(browser.evaluate(MEASURE_JS, [h, v]))))
             if shots and not (failing_only and fits[-1].ok):
                 Path(shots).mkdir(parents=True, exist_ok=True)
                 browser.screenshot(Path(shots) / f"{Path(deck).name}-{h:02d}-{v}.png")
