@@ -41,6 +41,9 @@ INTERNALS = [
      "KERNEL_INIT"),
     ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades.preprocess",
      "grading/run/autograde.py CourseSaveAutoGrades does what this does, in one transaction", "SAVE_NOTEBOOK"),
+    ("nbgrader.preprocessors.saveautogrades:SaveAutoGrades._add_comment",
+     "grading/run/autograde.py _SubmissionGrades: this and _add_score ask self.gradebook find_grade, find_comment "
+     "and db only", "SAVE_COMMENT"),
     ("nbgrader.utils:determine_grade",
      "grading/run/execution.py writes a test cell's verdict as no output (pass) or one error (fail)", "DETERMINE"),
     ("nbclient.client:NotebookClient.output", "grading/run/execution.py CourseExecute.output caps output bytes", "OUTPUT"),
@@ -187,7 +190,11 @@ INTERNALS = [
     ("nbgrader.preprocessors.overwritecells:OverwriteCells.preprocess_cell",
      "grading/run/autograde.py CourseOverwriteCells: a changed checksum of a locked cell is reported through "
      "report_change(grade_id, 'checksum', ...) before the cell is put back; self.gradebook, notebook_id and "
-     "assignment_id find the source cell", "OVERWRITE_CELL"),
+     "assignment_id find the source cell, and self.gradebook is asked find_source_cell and find_graded_cell only "
+     "(_SourceCells answers them)", "OVERWRITE_CELL"),
+    ("nbgrader.preprocessors.overwritecells:OverwriteCells.preprocess",
+     "grading/run/autograde.py CourseOverwriteCells.preprocess does what this does with _SourceCells for the "
+     "gradebook where add_missing_cells is off", "OVERWRITE_NOTEBOOK"),
     ("nbgrader.server_extensions.formgrader.apihandlers",
      "grading/publish/formgrader.py REFUSED: the API handlers that generate, release, collect, autograde or give "
      "feedback answer with the course command instead", "FG_API"),
@@ -257,6 +264,7 @@ FINGERPRINTS = {
     "SAVE": "ee891a8fe3657ce7",
     "KERNEL_INIT": "943995af8385790e",
     "SAVE_NOTEBOOK": "edef3c387d5c104a",
+    "SAVE_COMMENT": "31f0186fac9c23ec",
     "DETERMINE": "f97b74436f014b62",
     "OUTPUT": "8ac7ba61fc598f51",
     "EXECUTE_CELL": "366a0d406d758da2",
@@ -290,6 +298,7 @@ FINGERPRINTS = {
     "API_NOTEBOOKS": "f7610c607c9c2f8a",
     "FG_API": "5db811d72133f57e",
     "OVERWRITE_CELL": "663c856017e542de",
+    "OVERWRITE_NOTEBOOK": "3a94b453d8e53bee",
     "VALIDATE_START": "6c8419d8567523d7",
     "VALIDATE": "a34e58827bc65ffe",
     "VALIDATE_PREPROCESS": "ca1c6e172237f38c",

@@ -391,17 +391,46 @@ def test_the_log_reports_an_edited_test_cell_and_not_one_left_as_released(small,
         assert ("'checksum' for cell test_double has changed" in caplog.text) == warned, caplog.text
 
 
+def test_the_courses_overwrite_cells_puts_back_what_nbgraders_does_reading_the_gradebook_once_a_run(small, monkeypatch):
+    """CourseOverwriteCells answers nbgrader's questions about the source cells from the run's Instructor: a
+    submission whose cells were tampered with (points, lock, cell type, an unknown cell) comes out as nbgrader's
+    own OverwriteCells leaves it, and a run reads the notebook's cells from the gradebook once, not per cell."""
+    from nbgrader.preprocessors import OverwriteCells
+    root, cfg = small
+    tampered = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
+    tampered.cells[0].metadata.nbgrader["locked"] = False
+    tampered.cells[2].metadata.nbgrader["points"] = 50
+    tampered.cells[3].cell_type = "code"
+    tampered.cells[3].update(outputs=[], execution_count=None)
+    tampered.cells.append(nbformat.v4.new_code_cell("1", metadata={"nbgrader": {
+        "grade_id": "not_in_the_gradebook", "grade": False, "solution": True, "locked": False, "schema_version": 3}}))
+    resources = {"nbgrader": {"notebook": "work", "assignment": "a", "db_url": cfg.CourseDirectory.db_url}}
+    theirs, _ = OverwriteCells().preprocess(nbformat.from_dict(tampered), resources)
+    reads = []
+    from_gradebook = execution.Instructor.from_gradebook.__func__
+    monkeypatch.setattr(execution.Instructor, "from_gradebook", classmethod(
+        lambda cls, *key: reads.append(key) or from_gradebook(cls, *key)))
+    with execution.INSTRUCTORS.during():
+        ours = [autograde.CourseOverwriteCells().preprocess(nbformat.from_dict(tampered), resources)[0]
+                for _ in range(3)]
+    assert len(reads) == 1 and all(nb == theirs for nb in ours), reads
+    assert theirs.cells[2].metadata.nbgrader["points"] == 5.0 and theirs.cells[0].metadata.nbgrader["locked"]
+    assert theirs.cells[3].cell_type == "markdown" and "grade_id" not in theirs.cells[4].metadata.nbgrader
+
+
 def test_a_notebooks_autograded_scores_are_saved_in_one_commit(small):
     """nbgrader's SaveAutoGrades commits after each graded or answer cell; the course's commits once per notebook
-    (besides the commit nbgrader's Gradebook makes as it opens), and saves the same scores and comments."""
+    (besides the commit nbgrader's Gradebook makes as it opens), reads the notebook's grades and comments together,
+    not with two queries per cell, and saves the same scores and comments."""
     from nbgrader.preprocessors import SaveAutoGrades
     from sqlalchemy import event
+    from sqlalchemy.engine import Engine
     from sqlalchemy.orm import Session
     root, cfg = small
     db = cfg.CourseDirectory.db_url
     nb = nbformat.read(root / "release" / "a" / "work.ipynb", as_version=4)
     nb.cells[2].outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="", traceback=[])]
-    commits, saved = {}, {}
+    commits, saved, selects = {}, {}, {}
 
     for step in (SaveAutoGrades, autograde.CourseSaveAutoGrades):
         sid = str(next(STUDENTS))
@@ -412,18 +441,55 @@ def test_a_notebooks_autograded_scores_are_saved_in_one_commit(small):
         def count(session, step=step):
             commits[step] = commits.get(step, 0) + 1
 
+        def read(conn, cursor, statement, *_, step=step):
+            selects[step] = selects.get(step, 0) + statement.lstrip().upper().startswith("SELECT")
+
         event.listen(Session, "after_commit", count)
+        event.listen(Engine, "before_cursor_execute", read)
         try:
             step().preprocess(nbformat.from_dict(nb), {"nbgrader": {"notebook": "work", "assignment": "a",
                                                                     "student": sid, "db_url": db}})
         finally:
             event.remove(Session, "after_commit", count)
+            event.remove(Engine, "before_cursor_execute", read)
         with Gradebook(db) as gb:
             test, why = gb.find_grade("test_double", "work", "a", sid), gb.find_grade("why", "work", "a", sid)
             saved[step] = (test.auto_score, test.needs_manual_grade, why.auto_score, why.needs_manual_grade,
                            gb.find_comment("double", "work", "a", sid).auto_comment)
     assert commits[autograde.CourseSaveAutoGrades] == 2 < commits[SaveAutoGrades]
+    assert selects[autograde.CourseSaveAutoGrades] < selects[SaveAutoGrades], selects
     assert saved[autograde.CourseSaveAutoGrades] == saved[SaveAutoGrades] == (0, False, 0, False, "No response.")
+
+
+def test_an_outcome_reads_its_grades_together(small, monkeypatch):
+    """The scores of a graded submission (after every grading, and for each row of a report or an export) come from
+    its grades with their cells and maximum scores read together: nbgrader's objects read a grade's cell type and
+    its maximum score with a query each. The scores are the same."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from attncourse.grading import records
+    root, cfg = small
+    statements, found = [], {}
+
+    def count(*args):
+        statements.append(args[2])
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        for way in ("together", "nbgrader's"):
+            if way == "nbgrader's":
+                monkeypatch.setattr(records, "_grades", lambda nb: list(nb.grades))
+            with Gradebook(cfg.CourseDirectory.db_url) as gb:
+                statements.clear()
+                found[way] = [records.outcome(gb, root, "a", sid) for sid in ("2023000001", "2023000003")]
+                found[way + " statements"] = len(statements)
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert [(o.score, o.max_score, o.cells, o.pending, o.withheld) for o in found["together"]] == [
+        (o.score, o.max_score, o.cells, o.pending, o.withheld) for o in found["nbgrader's"]]
+    assert found["together"][1].withheld == 5 and found["together"][0].score == 5
+    assert found["together statements"] < found["nbgrader's statements"], found
 
 
 # --- real kernels: student code that writes to its kernel's sockets, graded beside an honest notebook ---------

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nbgrader.api import Grade, Gradebook, MissingEntry, SubmittedAssignment, SubmittedNotebook
+from nbgrader.api import Grade, Gradebook, GradeCell, MissingEntry, SubmittedAssignment, SubmittedNotebook, TaskCell
+from sqlalchemy.orm import object_session, undefer
 from traitlets import Unicode
 from traitlets.config import Config, Configurable
 
@@ -106,10 +107,21 @@ def write_record(root: str | Path, assignment: str, student: str, record: Record
     write_atomic(records_dir(root) / assignment / f"{student}.json", record.to_json())
 
 
+def _grades(nb: SubmittedNotebook) -> list[Grade]:
+    """A submitted notebook's grades with their cells and maximum scores, in three queries: nbgrader's own objects
+    read each grade's cell type, and its maximum score, with a query each as they are first used."""
+    session = object_session(nb)
+    if session is None:
+        return list(nb.grades)
+    for kind in (GradeCell, TaskCell):  # the session keeps them: each grade finds its cell there
+        session.query(kind).filter(kind.notebook_id == nb.notebook_id).all()
+    return list(session.query(Grade).options(undefer(Grade.max_score)).filter(Grade.notebook_id == nb.id))
+
+
 def _test_grades(submission: SubmittedAssignment) -> Iterator[tuple[SubmittedNotebook, Grade]]:
     for nb in submission.notebooks:
         solutions = {c.name for c in nb.notebook.solution_cells}
-        for grade in nb.grades:
+        for grade in _grades(nb):
             if is_test_grade(grade, solutions):
                 yield nb, grade
 
@@ -126,7 +138,7 @@ def counted(submission: SubmittedAssignment, record: Record | None) -> Scores:
     held = record.held if record else {}
     for nb in submission.notebooks:
         solutions = {c.name for c in nb.notebook.solution_cells}
-        for grade in nb.grades:
+        for grade in _grades(nb):
             name, waiting, test = grade.cell.name, _waits(grade), is_test_grade(grade, solutions)
             if test and waiting and name in held:
                 withheld += held[name]

@@ -179,7 +179,19 @@ def op_swap_out(names: Iterable[str]) -> None:
             ns[name] = saved
 
 
-def op_seed(seed: int) -> None:
+def _release() -> None:
+    _objects.clear()
+    _ids.clear()
+
+
+def op_begin(seed: int, names: Iterable[str]) -> dict[str, Any]:
+    """A test cell begins: drop the last cell's references, seed, look up `names`."""
+    _release()
+    _seed(seed)
+    return op_names(names)
+
+
+def _seed(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
     try:
@@ -316,11 +328,6 @@ def _answer(kernel: Any, socket: Any, frames: list[bytes]) -> None:
                 text = text or wire.dumps({"error": {"ename": "KeyboardInterrupt", "evalue": ""}})
     finally:
         kernel.post_handler_hook()
-
-
-def op_release() -> None:
-    _objects.clear()
-    _ids.clear()
 
 
 # --- forbidden shortcuts: see witness.py -----------------------------------------------------------------------

@@ -261,7 +261,7 @@ class Session:
             if ename == "AttributeError":
                 raise AttributeError(evalue)
             raise StudentError(ename, evalue, error.get("where"))
-        if op == "names":
+        if op in ("names", "begin"):
             return reply["ok"]
         value = wire.decode_from_kernel(reply["ok"], self._proxy)
         if op in ("call", "getattr") and len(self.returned) < MAX_RETURNED \
@@ -312,7 +312,11 @@ class Session:
     # --- what test cells use --------------------------------------------------------------------------------
     def resolve(self, names: Iterable[str]) -> dict[str, object]:
         """{name: value or proxy} for the student's names that exist in the kernel."""
-        found = self.request("names", names=sorted(names))
+        names = set(names)
+        return self._found(self.request("names", names=sorted(names)), names)
+
+    def _found(self, found: object, names: set[str]) -> dict[str, object]:
+        """{name: value or proxy} from the kernel's answer to a lookup of `names`."""
         try:
             if type(found) is not dict:
                 raise wire.WireError("内核的回复格式无法识别")
@@ -418,19 +422,21 @@ class Session:
             self.forbidden_answers[answer] = f"本题不允许用 {'、'.join(found)} 作答{place}{('：' + reason) if reason else ''}"
         return self.forbidden_answers.get(answer, "")
 
-    def start_cell(self, grade_id: str) -> None:
-        """Seed the kernel's random generators from the cell's id, so that the student's modules start from the
-        same weights in every run."""
+    def start_cell(self, grade_id: str, names: Iterable[str] = ()) -> dict[str, object]:
+        """Begin test cell `grade_id` with one request: the kernel drops its references of the last cell, seeds its
+        random generators from the cell's id (so that the student's modules start from the same weights in every
+        run) and looks up the student's `names`. Returns {name: value or proxy} of those that exist."""
         self.cell, self.returned, self.returned_bytes = grade_id, [], 0
-        self.request("seed", seed=zlib.crc32(grade_id.encode()))
+        names = set(names)
+        return self._found(self.request("begin", seed=zlib.crc32(grade_id.encode()), names=sorted(names)), names)
 
     def end_cell(self) -> None:
-        """Forget the proxies and the forbidden names of this cell (the kernel drops its references)."""
+        """Forget the proxies and the forbidden names of this cell (the kernel drops its references as the next
+        cell begins)."""
         if self.forbidden is not None and self.witness_key is not None:
             self._witness("end")
         self.forbidden = None
         self._kept.clear()
-        self.request("release")
 
     def _source_of(self, definition: object) -> str:
         """The source of a function or class defined at the top level of the running test cell."""

@@ -74,9 +74,7 @@ def run_test_cell(source: str, grade_id: str, namespace: dict[str, Any], session
     session.cell_source = source
     token = checks.SESSION.set(session)
     try:
-        session.start_cell(grade_id)
-        names = free_names(source) - set(namespace)
-        cell_ns = {**namespace, **(session.resolve(names) if names else {})}
+        cell_ns = {**namespace, **session.start_cell(grade_id, free_names(source) - set(namespace))}
         try:
             exec(_compiled(source, grade_id), cell_ns)  # noqa: S102 - the instructor's test cell
             verdict = Verdict(True)

@@ -20,14 +20,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from nbformat import NotebookNode
-from nbgrader.api import Gradebook
+from nbgrader.api import Comment, Grade, Gradebook, MissingEntry
 from nbgrader.converters import Autograde
 from nbgrader.nbgraderformat import MetadataValidator, ValidationError
 from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, OverwriteCells, SaveAutoGrades
+from sqlalchemy.orm import joinedload
 from traitlets.config import Config
 
 from .. import records
@@ -89,11 +91,41 @@ class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type 
             self._sanitizing = True
 
 
+class _SourceCells:
+    """What OverwriteCells asks the gradebook about a notebook's cells, answered from the run's `Instructor`
+    (read once per run, `execution.INSTRUCTORS`), not with one or two queries for each cell of each submission."""
+
+    def __init__(self, instructor: execution.Instructor) -> None:
+        self.instructor = instructor
+
+    def find_source_cell(self, name: str, notebook: str, assignment: str) -> SimpleNamespace:
+        if name not in self.instructor.cells:
+            raise MissingEntry(f"No such source cell: {assignment}/{notebook}/{name}")
+        return SimpleNamespace(name=name, source=self.instructor.sources[name], **self.instructor.cells[name])
+
+    def find_graded_cell(self, name: str, notebook: str, assignment: str) -> SimpleNamespace:
+        cell = self.find_source_cell(name, notebook, assignment)
+        if cell.max_score is None:
+            raise MissingEntry(f"No such grade cell: {assignment}/{notebook}/{name}")
+        return cell
+
+
 class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader has no type information
-    """nbgrader's OverwriteCells, without its "checksum has changed" warning for a test cell the student left as
-    released: release took its hidden tests out, so every test cell of every submission differs from the source
-    (hundreds of lines in build/nbgrader.log that nobody needs). A locked cell the student did edit is still
-    reported, and every cell is still put back from the source."""
+    """nbgrader's OverwriteCells, with the notebook's cells as the run read them (`_SourceCells`), and without its
+    "checksum has changed" warning for a test cell the student left as released: release took its hidden tests
+    out, so every test cell of every submission differs from the source (hundreds of lines in build/nbgrader.log
+    that nobody needs). A locked cell the student did edit is still reported, and every cell is still put back
+    from the source."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        if self.add_missing_cells:  # nbgrader's own, which reads the gradebook for the cells to add
+            done: tuple[NotebookNode, dict[str, Any]] = super().preprocess(nb, resources)
+            return done
+        info = resources["nbgrader"]
+        self.notebook_id, self.assignment_id, self.db_url = info["notebook"], info["assignment"], info["db_url"]
+        self.gradebook = _SourceCells(execution.INSTRUCTORS.get(self.db_url, self.notebook_id, self.assignment_id))
+        done = super(OverwriteCells, self).preprocess(nb, resources)  # each cell, as nbgrader's
+        return done
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
                         cell_index: int) -> tuple[NotebookNode, dict[str, Any]]:
@@ -111,18 +143,41 @@ class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader ha
         super().report_change(name, attr, old, new)
 
 
+class _SubmissionGrades:
+    """What SaveAutoGrades asks the gradebook about one submitted notebook: its grade and its comment of each cell,
+    read in two queries, not two per cell; they are the session's own objects, which SaveAutoGrades changes."""
+
+    def __init__(self, gradebook: Gradebook, notebook: str, assignment: str, student: str) -> None:
+        self.db = gradebook.db
+        submitted = gradebook.find_submission_notebook(notebook, assignment, student).id
+        self.rows = {kind: {row.cell.name: row for row in self.db.query(kind).options(joinedload(kind.cell))
+                            .filter(kind.notebook_id == submitted)} for kind in (Grade, Comment)}
+        self.where = f"{assignment}/{notebook}/{student}"
+
+    def find_grade(self, name: str, *where: str) -> Grade:
+        return self._find(Grade, name)
+
+    def find_comment(self, name: str, *where: str) -> Comment:
+        return self._find(Comment, name)
+
+    def _find(self, kind: type, name: str) -> Any:
+        if name not in self.rows[kind]:
+            raise MissingEntry(f"No such {kind.__name__.lower()}: {self.where}/{name}")
+        return self.rows[kind][name]
+
+
 class CourseSaveAutoGrades(SaveAutoGrades):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's SaveAutoGrades in one transaction per notebook, not one per graded or answer cell (each a SQLite
     commit with its fsync, or a PostgreSQL round trip): a notebook's grades are saved all together or, on an error,
-    not at all."""
+    not at all. The grades and comments it sets are read together (`_SubmissionGrades`)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
         self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
         self.student_id, self.db_url = info["student"], info["db_url"]
-        self.gradebook = Gradebook(self.db_url)
-        with self.gradebook:
-            session = self.gradebook.db
+        with Gradebook(self.db_url) as gradebook:
+            self.gradebook = _SubmissionGrades(gradebook, self.notebook_id, self.assignment_id, self.student_id)
+            session = gradebook.db
             session.commit = lambda: None  # nbgrader's commit after each cell (the session flushes before a query)
             try:
                 nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)  # each cell, as nbgrader's
