@@ -193,8 +193,14 @@ INTERNALS = [
      "assignment_id find the source cell, and self.gradebook is asked find_source_cell and find_graded_cell only "
      "(_SourceCells answers them)", "OVERWRITE_CELL"),
     ("nbgrader.preprocessors.overwritecells:OverwriteCells.preprocess",
-     "grading/run/autograde.py CourseOverwriteCells.preprocess does what this does with _SourceCells for the "
-     "gradebook where add_missing_cells is off", "OVERWRITE_NOTEBOOK"),
+     "grading/run/autograde.py CourseOverwriteCells.preprocess does what this does, with _SourceCells for the "
+     "gradebook", "OVERWRITE_NOTEBOOK"),
+    ("nbgrader.preprocessors.overwritecells:OverwriteCells.add_missing_grade_cells",
+     "grading/run/autograde.py _SourceCells.find_notebook: this and add_missing_task_cells read source_cells, "
+     "grade_cells, solution_cells and task_cells of self.gradebook.find_notebook(...)", "MISSING_GRADE_CELLS"),
+    ("nbgrader.preprocessors.overwritecells:OverwriteCells.missing_cell_transform",
+     "grading/run/autograde.py _SourceCells: a source cell's name, cell_type, locked, checksum and source",
+     "MISSING_TRANSFORM"),
     ("nbgrader.server_extensions.formgrader.apihandlers",
      "grading/publish/formgrader.py REFUSED: the API handlers that generate, release, collect, autograde or give "
      "feedback answer with the course command instead", "FG_API"),
@@ -299,6 +305,8 @@ FINGERPRINTS = {
     "FG_API": "5db811d72133f57e",
     "OVERWRITE_CELL": "663c856017e542de",
     "OVERWRITE_NOTEBOOK": "3a94b453d8e53bee",
+    "MISSING_GRADE_CELLS": "f4ca1468d48ab2df",
+    "MISSING_TRANSFORM": "46157994037b2d40",
     "VALIDATE_START": "6c8419d8567523d7",
     "VALIDATE": "a34e58827bc65ffe",
     "VALIDATE_PREPROCESS": "ca1c6e172237f38c",

@@ -93,7 +93,7 @@ class CourseAutograde(Autograde):  # type: ignore[misc]  # nbgrader has no type 
 
 class _SourceCells:
     """What OverwriteCells asks the gradebook about a notebook's cells, answered from the run's `Instructor`
-    (read once per run, `execution.INSTRUCTORS`), not with one or two queries for each cell of each submission."""
+    (read once per run, `execution.INSTRUCTORS`), not with a query or two for each cell of each submission."""
 
     def __init__(self, instructor: execution.Instructor) -> None:
         self.instructor = instructor
@@ -109,23 +109,30 @@ class _SourceCells:
             raise MissingEntry(f"No such grade cell: {assignment}/{notebook}/{name}")
         return cell
 
+    def find_notebook(self, notebook: str, assignment: str) -> SimpleNamespace:
+        """The notebook's source, grade, solution and task cells, each list in the gradebook's order."""
+        def cells(names: list[str]) -> list[SimpleNamespace]:
+            return [self.find_source_cell(name, notebook, assignment) for name in names]
+        return SimpleNamespace(source_cells=cells(list(self.instructor.cells)),
+                               **{f"{kind}_cells": cells(names) for kind, names in self.instructor.kinds.items()})
+
 
 class CourseOverwriteCells(OverwriteCells):  # type: ignore[misc]  # nbgrader has no type information
     """nbgrader's OverwriteCells, with the notebook's cells as the run read them (`_SourceCells`), and without its
     "checksum has changed" warning for a test cell the student left as released: release took its hidden tests
     out, so every test cell of every submission differs from the source (hundreds of lines in build/nbgrader.log
-    that nobody needs). A locked cell the student did edit is still reported, and every cell is still put back
-    from the source."""
+    that nobody needs). A locked cell the student did edit is still reported, every cell is still put back from
+    the source, and a deleted graded cell is added back (`add_missing_cells`, as the course's config has it)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        if self.add_missing_cells:  # nbgrader's own, which reads the gradebook for the cells to add
-            done: tuple[NotebookNode, dict[str, Any]] = super().preprocess(nb, resources)
-            return done
         info = resources["nbgrader"]
         self.notebook_id, self.assignment_id, self.db_url = info["notebook"], info["assignment"], info["db_url"]
         self.gradebook = _SourceCells(execution.INSTRUCTORS.get(self.db_url, self.notebook_id, self.assignment_id))
-        done = super(OverwriteCells, self).preprocess(nb, resources)  # each cell, as nbgrader's
-        return done
+        nb, resources = super(OverwriteCells, self).preprocess(nb, resources)  # each cell, as nbgrader's
+        if self.add_missing_cells:
+            nb, resources = self.add_missing_grade_cells(nb, resources)
+            nb, resources = self.add_missing_task_cells(nb, resources)
+        return nb, resources
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict[str, Any],
                         cell_index: int) -> tuple[NotebookNode, dict[str, Any]]:

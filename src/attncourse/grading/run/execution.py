@@ -143,10 +143,11 @@ class Instructor:
     data (`as_task`), so that it can travel with a submission to a grading worker (run/cluster.py)."""
 
     def __init__(self, sources: dict[str, str], tests: Iterable[str], locked: Iterable[str],
-                 cells: dict[str, dict[str, Any]] | None = None) -> None:
+                 cells: dict[str, dict[str, Any]] | None = None, kinds: dict[str, list[str]] | None = None) -> None:
         self.sources, self.tests, self.locked = dict(sources), set(tests), set(locked)
-        # {name: {cell_type, locked, checksum, max_score (None: not graded)}} of the nbgrader cells (autograde.py)
-        self.cells = dict(cells or {})
+        # the nbgrader cells as the gradebook lists them (autograde.py _SourceCells): {name: {cell_type, locked,
+        # checksum, max_score (None: not graded)}} in its order, and {"grade"/"solution"/"task": [name]} in its order
+        self.cells, self.kinds = dict(cells or {}), dict(kinds or {})
         self.imports = [self.sources[name] for name in sorted(self.locked - self.tests)
                         if only_imports(self.sources[name])]
         self.visible_tests = {HIDDEN_PART.sub("", self.sources[name]).strip() for name in self.tests}
@@ -159,14 +160,16 @@ class Instructor:
             solutions = {c.name for c in nb.solution_cells}
             tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
             locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
+            kinds = {"grade": [c.name for c in nb.grade_cells], "solution": [c.name for c in nb.solution_cells],
+                     "task": [c.name for c in nb.task_cells]}
             points = {c.name: c.max_score for c in [*nb.grade_cells, *nb.task_cells]}
             cells = {c.name: {"cell_type": c.cell_type, "locked": c.locked, "checksum": c.checksum,
                               "max_score": points.get(c.name)} for c in nb.source_cells}
-        return cls(sources, tests, locked, cells)
+        return cls(sources, tests, locked, cells, kinds)
 
     def as_task(self) -> dict[str, Any]:
         return {"sources": self.sources, "tests": sorted(self.tests), "locked": sorted(self.locked),
-                "cells": self.cells}
+                "cells": self.cells, "kinds": self.kinds}
 
     def is_instructors(self, cell: NotebookNode) -> bool:
         """Test cells (run here, from the gradebook), unchanged locked cells, and pasted copies of what the
