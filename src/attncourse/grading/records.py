@@ -111,8 +111,7 @@ def _grades(nb: SubmittedNotebook) -> list[Grade]:
     """A submitted notebook's grades with their cells and maximum scores, in three queries: nbgrader's own objects
     read each grade's cell type, and its maximum score, with a query each as they are first used."""
     session = object_session(nb)
-    if session is None:
-        return list(nb.grades)
+    assert session is not None  # every caller reads it through a Gradebook
     for kind in (GradeCell, TaskCell):  # the session keeps them: each grade finds its cell there
         session.query(kind).filter(kind.notebook_id == nb.notebook_id).all()
     return list(session.query(Grade).options(undefer(Grade.max_score)).filter(Grade.notebook_id == nb.id))

@@ -157,14 +157,14 @@ class Instructor:
         with Gradebook(db_url) as gb:
             nb = gb.find_notebook(notebook, assignment)
             sources = {c.name: c.source for c in nb.source_cells}
-            solutions = {c.name for c in nb.solution_cells}
-            tests = {c.name for c in nb.grade_cells if c.cell_type == "code"} - solutions
-            locked = {c.name for c in nb.source_cells if c.locked and c.cell_type == "code"}
             kinds = {"grade": [c.name for c in nb.grade_cells], "solution": [c.name for c in nb.solution_cells],
                      "task": [c.name for c in nb.task_cells]}
             points = {c.name: c.max_score for c in [*nb.grade_cells, *nb.task_cells]}
             cells = {c.name: {"cell_type": c.cell_type, "locked": c.locked, "checksum": c.checksum,
                               "max_score": points.get(c.name)} for c in nb.source_cells}
+        code = {name for name, cell in cells.items() if cell["cell_type"] == "code"}
+        tests = code.intersection(kinds["grade"]) - set(kinds["solution"])
+        locked = {name for name in code if cells[name]["locked"]}
         return cls(sources, tests, locked, cells, kinds)
 
     def as_task(self) -> dict[str, Any]:
