@@ -196,3 +196,15 @@ def test_decks_visible_tests_and_correct_answers_hold_nothing():
     held = [(where, str(f)) for where, source in code for f in flags.findings([(0, where, source)], IMPORTS)
             if f.holds(sandboxed=True) or f.kind is None]
     assert held == []
+
+
+def test_a_cell_read_again_gives_the_same_findings_and_a_huge_cell_keeps_no_tree():
+    from attncourse.grading import syntax
+    cell = [(0, "cell", "import ctypes\nget_ipython().system('ls')\n%env X=1\n")]
+    first = [str(f) for f in flags.findings(cell)]
+    assert first and [str(f) for f in flags.findings(cell)] == first
+    short = "x = 1\n"
+    assert syntax.python_source(short) is syntax.python_source(short)  # kept: read once per run
+    huge = "x = 1\n" * (syntax.KEPT_CHARS // 6 + 1)
+    assert syntax.python_source(huge) is not syntax.python_source(huge)  # read afresh: no huge tree is kept
+    assert len(syntax.python_source(huge).body) == syntax.KEPT_CHARS // 6 + 1

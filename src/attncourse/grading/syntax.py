@@ -1,5 +1,6 @@
 """Reading student and instructor code as syntax trees (comments and strings never count)."""
 import ast
+import functools
 import threading
 from collections.abc import Collection
 from types import CodeType
@@ -31,8 +32,25 @@ def compile_tree(tree: ast.Module, filename: str) -> CodeType:
         return compile(tree, filename, "exec")
 
 
+KEPT_CHARS = 1 << 16  # a source up to this long keeps its syntax tree (see `python_source`)
+
+
 def python_source(source: str) -> ast.Module | None:
-    """Cell source as plain Python (IPython magics become `get_ipython()` calls); None if it does not parse."""
+    """Cell source as plain Python (IPython magics become `get_ipython()` calls); None if it does not parse.
+
+    The tree of a source seen before is the same object, which callers only read: the grader reads the same cells
+    again and again (the catalogs' cells at every diagnosis, the cells every student was given), and IPython's
+    transformation costs more than the parse. A longer source is read afresh each time, so that no tree of a
+    huge cell is kept."""
+    return _kept_source(source) if len(source) <= KEPT_CHARS else _python_source(source)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_source(source: str) -> ast.Module | None:
+    return _python_source(source)
+
+
+def _python_source(source: str) -> ast.Module | None:
     try:
         return parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from nbformat import NotebookNode
@@ -97,6 +98,7 @@ class Unit:
         self.misconceptions = getattr(catalog, "MISCONCEPTIONS", {})
         self.variants = [v for v in catalog.VARIANTS if not v.get("needs_cuda")] if self.misconceptions else []
         self._runs: dict[tuple[str, str], tuple[bool, list[Any]]] = {}
+        self._notebooks: dict[str, NotebookNode] = {}  # variant id -> the source notebook with its code (read only)
 
     def diagnose(self, test: str, returned: list[Any]) -> Diagnosis | None:
         """The misconception behind failed test `test` whose code returns `returned` (the student's), or None."""
@@ -122,8 +124,9 @@ class Unit:
         if key not in self._runs:
             with RANDOM.alone():  # one run at a time: another thread's may have just made this one
                 if key not in self._runs:
-                    nb = with_code(self.source, variant.get("cells"), variant.get("edits"))
-                    self._runs[key] = run_test(nb, test)
+                    if variant["id"] not in self._notebooks:
+                        self._notebooks[variant["id"]] = with_code(self.source, variant.get("cells"), variant.get("edits"))
+                    self._runs[key] = run_test(self._notebooks[variant["id"]], test)
         return self._runs[key]
 
 
@@ -186,13 +189,13 @@ def run_test(nb: NotebookNode, test: str) -> tuple[bool, list[Any]]:
             break
         if is_test_cell(cell):
             continue
-        if only_imports(cell.source):
+        imported, code = _cell_code(cell.source, grade_id(cell) or "cell")
+        if imported:
             imports.append(cell.source)
-        tree = python_source(cell.source)
-        if tree is None:  # a cell that does not parse cannot run
+        if code is None:  # a cell that does not parse cannot run
             continue
         try:
-            exec(syntax.compile_tree(tree, grade_id(cell) or "cell"), namespace)  # noqa: S102 - the instructor's code
+            exec(code, namespace)  # noqa: S102 - the instructor's code
         except Exception:  # noqa: BLE001 - e.g. an experiment that needs a GPU: the test says what it lacks
             pass
     if source is None:
@@ -202,6 +205,13 @@ def run_test(nb: NotebookNode, test: str) -> tuple[bool, list[Any]]:
     with probe.serving(namespace):
         verdict = trusted.run_test_cell(source, test, trusted.base_namespace(imports), session)
     return verdict.passed, session.returned
+
+
+@functools.lru_cache(maxsize=1024)  # a catalog's cells run again for every test they come before
+def _cell_code(source: str, name: str) -> tuple[bool, CodeType | None]:
+    """(whether it only imports, its code or None where it does not parse) of a cell of the instructor's."""
+    tree = python_source(source)
+    return only_imports(source), None if tree is None else syntax.compile_tree(tree, name)
 
 
 # the tolerance for a tensor of each dtype: two ways of writing the same mistake round differently
