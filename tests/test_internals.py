@@ -535,9 +535,20 @@ def test_a_gradebook_whose_tables_are_there_opens_without_the_schema_pass(tmp_pa
             counted = len(statements)
             if init is gradebook_engines._nbgrader_open:
                 nbgraders = counted
+        with gradebook_engines.one_schema_check():  # a grading run: the first open asks, the next ones do not
+            opens = []
+            for _ in range(3):
+                statements.clear()
+                with Gradebook(url) as gb:
+                    assert [s.id for s in gb.students] == ["s1"]
+                opens.append(len(statements))
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert counted + 10 <= nbgraders, (counted, nbgraders)
+    assert opens[0] == counted and opens[1] == opens[2] < counted, (opens, counted)
+    (tmp_path / "gradebook.db").unlink()  # after the run, an open finds a replaced file's missing tables again
+    with Gradebook(url) as gb:
+        assert [s.id for s in gb.students] == []
 
 
 def test_graded_kernels_use_the_course_kernel_manager():

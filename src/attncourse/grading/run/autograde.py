@@ -35,7 +35,7 @@ from traitlets.config import Config
 from .. import records
 from ..course import Folders, coursedir, grading_dir, kernel_env
 from ..files import replace_dir
-from ..gradebook_engines import share_engines
+from ..gradebook_engines import one_schema_check, share_engines
 from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
 from ..isolation.preload import PreloadedProvisioner, preloaded_kernels
@@ -355,7 +355,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
             functools.partial(execution.read_forbidden_names, cfg.CourseDirectory.db_url, a) for a in assignments]
         prepare = itertools.chain(names, diagnosis.preparation(cfg.CourseExecute.course_root, assignments))
         local = preload and not cluster
-        with execution.INSTRUCTORS.during(), \
+        with execution.INSTRUCTORS.during(), one_schema_check(), \
                 preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if local else nullcontext(), \
                 local_executors(cfg, jobs, sandbox is not None) if local else nullcontext() as here, \
                 EXECUTING.limited(max(1, jobs)), ThreadPoolExecutor(max_workers=threads) as pool:
