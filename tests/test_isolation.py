@@ -37,6 +37,33 @@ def test_a_lost_preloading_process_is_started_again(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_preloading_process_started_early_is_the_runs_and_one_never_taken_is_closed(tmp_path):
+    """`start_early` starts the next run's zygote ahead of the run (commands.grade, grade_submissions): the run
+    takes that one, it serves the run's kernels and the run closes it; one that no run took is closed at exit."""
+    import os
+
+    from nbclient import NotebookClient
+
+    from attncourse.grading.isolation import preload
+    preload.start_early()
+    early = preload._early
+    assert early is not None
+    preload.start_early()  # already started: the same one
+    assert preload._early is early
+    nb = new_notebook(cells=[new_code_cell("import os\nprint(os.getppid())")])
+    with preload.preloaded_kernels(print):
+        assert preload.PreloadedProvisioner.zygote is early and preload._early is None
+        NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert int(nb.cells[0].outputs[0].text) == early.proc.pid, "the kernel is not a fork of the early zygote"
+    assert early.proc.poll() is not None and not os.path.exists(early.dir)
+    preload.start_early()
+    left = preload._early
+    assert left is not None and left is not early
+    preload._close_early()  # what the process does as it exits (atexit)
+    assert preload._early is None and left.proc.poll() is not None and not os.path.exists(left.dir)
+
+
+@pytest.mark.slow
 def test_a_preloaded_kernel_collects_its_own_garbage_only_and_lists_no_modules(tmp_path):
     """The zygote imports with the garbage collector off and freezes what it made (`preload.serve`): a kernel
     forked from it must have the collector on again, and the zygote's objects frozen, out of its collections. Its

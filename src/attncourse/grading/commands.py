@@ -22,6 +22,7 @@ from . import logs, records
 from .cells import test_cell_ids
 from .course import Folders, assignments, build_dir, folders, nbgrader_config, submissions
 from .intake import collect, staging
+from .isolation import preload
 from .isolation.sandbox import SandboxUnavailable
 from .model import Outcome, Status
 from .publish import feedback, report
@@ -118,6 +119,8 @@ def grade(root: str | Path, ids: list[str] | None = None, student: str | None = 
     _log(root)
     ids = released_ids(root, ids)
     cfg = nbgrader_config(root)
+    if not (cfg.Cluster.get("address", "") if cluster is None else cluster):
+        preload.start_early()  # a local run: its preloading process imports while the class is read
     if class_dir is not None:
         for line in collect.import_class(cfg, root, Path(class_dir), ids):
             print(f"  ＝ {line}")
@@ -168,6 +171,8 @@ def grade_submissions(cfg: Config, pairs: list[tuple[str, str]], **options: Any)
     """Stage the submissions `pairs` [(assignment, student)] of the class folder (intake), then grade them (run);
     `options` as `autograde.grade_class` takes them."""
     from .run import autograde
+    if options.get("preload", True) and not options.get("cluster"):
+        preload.start_early()  # its imports overlap the staging
     with staging.class_staged(cfg, pairs) as intakes:
         return autograde.grade_class(cfg, intakes, **options)
 

@@ -7,8 +7,10 @@ becomes PID 1 of a new PID namespace and an unprivileged uid of its own, and onl
 the zygote, the grader and other kernels are out of its sight and reach.
 
 `preloaded_kernels()` makes jupyter_client start python kernels this way for the duration of a grading run.
-A zygote that dies is started again; without a zygote (not Linux) kernels start the ordinary way.
+A zygote that dies is started again; without a zygote (not Linux) kernels start the ordinary way. `start_early()`
+starts the run's zygote before the grader's own imports and the class's intake, which its imports then overlap.
 """
+import atexit
 import base64
 import gc
 import importlib
@@ -40,7 +42,8 @@ NAME = "attncourse-preloaded"
 PRELOAD = ["torch", "d2l.torch", "ipykernel.kernelapp", "matplotlib_inline.backend_inline",
            "torch.nn.attention.flex_attention",  # the witness watches its functions (remote.OPERATIONS)
            # what a kernel imports as it starts
-           "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib", f"{__package__}.forked_kernel"]
+           "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.completerlib", f"{__package__}.forked_kernel",
+           f"{__package__.rpartition('.')[0]}.protocol.probe"]  # the grader's hands in a kernel, bound at its start
 GRADER_IMPORTS = ["d2l.torch"]
 INLINE = "module://matplotlib_inline.backend_inline"  # what ipykernel sets for its kernels
 KERNEL_IPC = f"{sandboxes.HOME}/.kernel"  # where a sandboxed kernel binds its sockets: <KERNEL_IPC>-<port>
@@ -53,15 +56,15 @@ CONNECTION_FILE = f"{sandboxes.HOME}/.connection.json"
 class Zygote:
     """The warm process for one grading run, reached through a Unix socket; restarted if it dies."""
 
-    def __init__(self, modules: Iterable[str] = (), timeout: float = 180) -> None:
-        self.modules, self.timeout = list(modules), timeout
+    def __init__(self, timeout: float = 180) -> None:
+        self.timeout = timeout
         self.dir = tempfile.mkdtemp(prefix="attncourse-zygote-")
         self.lock = threading.Lock()
         self._spawn()
 
     def _spawn(self) -> None:
         self.path = os.path.join(self.dir, f"socket-{time.monotonic_ns()}")
-        self.proc: subprocess.Popen[bytes] | ForkedProcess = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid()), *self.modules], env=zygote_env(),
+        self.proc: subprocess.Popen[bytes] | ForkedProcess = subprocess.Popen([sys.executable, "-m", __name__, self.path, str(os.getpid())], env=zygote_env(),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
 
@@ -110,6 +113,39 @@ class Zygote:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_early: Zygote | None = None  # started by start_early, not yet taken by a run
+
+
+def start_early() -> None:
+    """Start the next grading run's zygote now (Linux): its imports take seconds, which the grader's own imports
+    and the reading of the class then overlap. The run takes it (`preloaded_kernels`); one never taken is closed
+    as this process exits."""
+    global _early
+    if sys.platform != "linux" or _early is not None:
+        return
+    try:
+        _early = Zygote()
+    except OSError:
+        pass  # the run starts its own, and reports what fails then
+
+
+def _take_early() -> Zygote | None:
+    """The zygote `start_early` started, if it still runs (it is then the caller's to close); else None."""
+    global _early
+    zygote, _early = _early, None
+    if zygote is not None and zygote.proc.poll() is not None:
+        zygote.close()
+        return None
+    return zygote
+
+
+@atexit.register
+def _close_early() -> None:
+    zygote = _take_early()
+    if zygote is not None:
+        zygote.close()
 
 
 def zygote_env() -> dict[str, str]:
@@ -269,8 +305,9 @@ def sandboxed_env(env: dict[str, str]) -> dict[str, str]:
 
 @contextmanager
 def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.Sandbox | None = None,
-                      modules: Iterable[str] = (), meanwhile: Iterable[Callable[[], object]] = ()) -> Iterator[None]:
-    """Within the block, python kernels are forks of a zygote that has imported torch, d2l and `modules`.
+                      meanwhile: Iterable[Callable[[], object]] = ()) -> Iterator[None]:
+    """Within the block, python kernels are forks of a zygote that has imported torch, d2l and the probe: the one
+    `start_early` started, else a new one.
 
     `sandbox`: a `sandbox.Sandbox` whose settings every kernel gets, or None for unsandboxed kernels.
     `meanwhile`: steps of the grader's own work, run here while the zygote imports (see `Zygote.wait`).
@@ -283,7 +320,7 @@ def preloaded_kernels(log: Callable[[str], object] = print, sandbox: sandboxes.S
                                             "jupyter_client.kernel_provisioners")
     zygote = None
     try:
-        zygote = Zygote(modules)
+        zygote = _take_early() or Zygote()
         enabled = gc.isenabled()
         gc.disable()  # as in the zygote (`serve`): no collections during the imports
         try:
@@ -450,7 +487,7 @@ def valid_request(request: Any) -> dict[str, Any]:
     return request
 
 
-def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
+def serve(path: str, grader: int) -> None:
     """The zygote: import once, then fork a kernel per request. A request it cannot read gets an error reply;
     the zygote goes on serving."""
     die_with_parent(grader)
@@ -459,7 +496,7 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
     # pages are left for each kernel to fill (and copy). Frozen, its objects stay out of each kernel's collections,
     # which would copy their pages; each kernel collects its own.
     gc.disable()
-    for module in [*PRELOAD, *modules]:
+    for module in PRELOAD:
         importlib.import_module(module)
     gc.freeze()
     gc.enable()
@@ -493,4 +530,4 @@ def serve(path: str, grader: int, modules: Iterable[str] = ()) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -40,7 +40,6 @@ from ..intake.staging import Intake
 from ..isolation import sandbox as sandboxes
 from ..isolation.preload import PreloadedProvisioner, preloaded_kernels
 from ..model import Outcome, Status, SubmissionResult
-from ..protocol import probe
 from ..records import Record
 from . import diagnosis, execution, ta_view
 from .cluster import Cluster, Workers
@@ -356,7 +355,7 @@ def grade_class(cfg: Config, intakes: list[Intake], jobs: int = 1, force: bool =
         prepare = itertools.chain(names, diagnosis.preparation(cfg.CourseExecute.course_root, assignments))
         local = preload and not cluster
         with execution.INSTRUCTORS.during(), one_schema_check(), \
-                preloaded_kernels(warn, sandbox, [probe.__name__], prepare) if local else nullcontext(), \
+                preloaded_kernels(warn, sandbox, prepare) if local else nullcontext(), \
                 local_executors(cfg, jobs, sandbox is not None) if local else nullcontext() as here, \
                 EXECUTING.limited(max(1, jobs)), ThreadPoolExecutor(max_workers=threads) as pool:
             futures = {pool.submit(grade_one, cfg, root, intake, scratch / "autograded", force, sandbox is not None,

@@ -33,7 +33,6 @@ from ..course import kernel_env
 from ..isolation import sandbox as sandboxes
 from ..isolation.preload import preloaded_kernels
 from ..model import SubmissionResult
-from ..protocol import probe
 from . import certificates, tasks
 from .execution import Instructor
 
@@ -89,7 +88,7 @@ class GradingWorker(WorkerPlugin):
         try:
             sandbox = sandboxes.for_grading(Config(self.config), self.warnings.append)
             self.sandboxed = sandbox is not None
-            with preloaded_kernels(self.warnings.append, sandbox, modules=[probe.__name__]):
+            with preloaded_kernels(self.warnings.append, sandbox):
                 ready.set()
                 self._stop.wait()
         except Exception as exc:  # noqa: BLE001 - raised by setup(): the coordinator reports it
