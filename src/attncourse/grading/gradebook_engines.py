@@ -11,7 +11,7 @@ Opening a Gradebook also made sure of its schema: `create_all` asks the database
 every time (half the cost of an open). `share_engines()` makes an open that finds all of them skip that pass; a
 database without them (new, or replaced on disk) is opened by nbgrader's own code, which creates them. Within a
 grading run (`one_schema_check`), which replaces no gradebook, the tables and the course's row are asked about once,
-not at each of the dozen opens per notebook (5% of the grader's CPU on the demo class, py-spy).
+not at each of the opens (the demo class's 280 opens took 0.77 CPU-seconds, now 0.04).
 """
 import threading
 from collections.abc import Iterator
